@@ -1,0 +1,57 @@
+#pragma once
+// Element-wise activations ReLU, Sigmoid, Tanh. Their derivatives are written in terms of the output
+// y, so backward needs no copy of the input.
+#include <cmath>
+
+#include "../core/layer.hpp"
+
+namespace ctnn {
+
+template <class Fn>
+struct Activation : layer_tag, no_params {
+  static constexpr const char* name = Fn::name;
+
+  template <class In>
+  static constexpr bool check() { return true; }
+
+  template <class In>
+  struct bind : no_params {
+    using input_shape = In;
+    using output_shape = In;
+    static constexpr std::size_t in_size = In::size, out_size = In::size;
+    static constexpr std::size_t workspace_size = 0;
+    static constexpr std::size_t flops = In::size;
+
+    template <class T>
+    static void forward(const T*, const T*, const T* x, T* y, int batch) {
+      for (std::size_t i = 0; i < std::size_t(batch) * in_size; ++i) y[i] = Fn::apply(x[i]);
+    }
+    template <class T>
+    static void backward(const T*, const T*, const T* y, const T* dy, T* dx, T*, T*, int batch) {
+      if (!dx) return;
+      for (std::size_t i = 0; i < std::size_t(batch) * in_size; ++i) dx[i] = dy[i] * Fn::derivative(y[i]);
+    }
+  };
+};
+
+struct relu_fn {
+  static constexpr const char* name = "ReLU";
+  template <class T> static T apply(T x) { return x > T(0) ? x : T(0); }
+  template <class T> static T derivative(T y) { return y > T(0) ? T(1) : T(0); }
+};
+struct sigmoid_fn {
+  static constexpr const char* name = "Sigmoid";
+  template <class T> static T apply(T x) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class T> static T derivative(T y) { return y * (T(1) - y); }
+};
+struct tanh_fn {
+  static constexpr const char* name = "Tanh";
+  template <class T> static T apply(T x) { return std::tanh(x); }
+  template <class T> static T derivative(T y) { return T(1) - y * y; }
+};
+
+struct ReLU : Activation<relu_fn> {};
+struct Sigmoid : Activation<sigmoid_fn> {};
+struct Tanh : Activation<tanh_fn> {};
+
+}  // namespace ctnn

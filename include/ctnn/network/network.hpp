@@ -1,0 +1,117 @@
+#pragma once
+// Network<Seq<Layers...>, Input<...>>: shape propagation over the layer list (a Hana fold through
+// at_layer), parameter count and per-layer access. Sizes of buffers are in plan.hpp.
+#include <array>
+#include <boost/hana.hpp>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "../core/diagnostics.hpp"
+#include "../core/shape.hpp"
+
+namespace ctnn {
+
+template <class... Layers>
+struct Seq {};
+
+template <class T> inline constexpr bool is_seq_v = false;
+template <class... L> inline constexpr bool is_seq_v<Seq<L...>> = true;
+
+namespace detail {
+template <class T> inline constexpr bool always_false_v = false;
+namespace hana = boost::hana;
+
+template <class T>
+using type_of = typename std::decay_t<T>::type;  // hana::type_c<X> value -> X
+
+// Input, then the output of each layer, as a hana tuple of types.
+template <bool Checked, class Start, class... Layers>
+constexpr auto propagate_shapes() {
+  constexpr std::size_t count = sizeof...(Layers);
+  return hana::fold_left(hana::tuple_t<Layers...>, hana::make_tuple(hana::type_c<Start>),
+                         [](auto shapes, auto layer) {
+                           constexpr int index = int(decltype(hana::length(shapes))::value) - 1;
+                           using Step = at_layer<index, type_of<decltype(layer)>,
+                                                 type_of<decltype(hana::back(shapes))>>;
+                           static_cast<void>(Step::template check_position<index + 1 == int(count)>());
+                           return hana::append(shapes, hana::type_c<typename Step::output_shape>);
+                         });
+}
+}  // namespace detail
+
+template <class SeqT, class InputT>
+struct Network {
+  static_assert(detail::always_false_v<SeqT>,
+                "ctnn: a Network is declared as Network<Seq<Layers...>, Input<C, H, W>> "
+                "(or Input<N>)");
+};
+
+template <class... Layers, int... D>
+struct Network<Seq<Layers...>, Input<D...>> {
+  static_assert(sizeof...(Layers) > 0, "ctnn: the Seq is empty; a network needs at least one layer");
+  static_assert(sizeof...(Layers) == 0 || sizeof...(D) == 1 || sizeof...(D) == 3,
+                "ctnn: the input is Input<C, H, W> or Input<N>");
+  static_assert(sizeof...(Layers) == 0 || !(sizeof...(D) == 1 || sizeof...(D) == 3) ||
+                    ((D > 0) && ...),
+                "ctnn: every Input dimension must be positive");
+  static constexpr bool input_ok =
+      sizeof...(Layers) > 0 && (sizeof...(D) == 1 || sizeof...(D) == 3) && ((D > 0) && ...);
+
+  using input_shape = Shape<D...>;
+  static constexpr std::size_t layer_count = sizeof...(Layers);
+
+ private:
+  static constexpr auto layer_types_ = boost::hana::tuple_t<Layers...>;
+  static constexpr auto shapes_ =
+      detail::propagate_shapes<input_ok, std::conditional_t<input_ok, input_shape, InvalidShape>,
+                               Layers...>();
+
+ public:
+  // Output shape of layer I (0-based); shape_at<-1>-style access to the input is input_shape.
+  template <std::size_t I>
+  using shape_at = detail::type_of<decltype(boost::hana::at_c<I + 1>(shapes_))>;
+  template <std::size_t I>
+  using input_at = detail::type_of<decltype(boost::hana::at_c<I>(shapes_))>;
+  template <std::size_t I>
+  using layer_at = detail::type_of<decltype(boost::hana::at_c<I>(layer_types_))>;
+  // Everything about layer I bound to its input shape (see core/layer.hpp).
+  template <std::size_t I>
+  using bound_at = typename layer_at<I>::template bind<input_at<I>>;
+
+  using output_shape = shape_at<layer_count - 1>;
+  static constexpr bool valid = !std::is_same_v<output_shape, InvalidShape>;
+
+  // Calls f(std::integral_constant<std::size_t, I>{}) for every layer in order.
+  template <class F>
+  static constexpr void for_each_layer(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f(std::integral_constant<std::size_t, I>{}), ...);
+    }(std::make_index_sequence<layer_count>{});
+  }
+
+ private:
+  template <std::size_t... I>
+  static constexpr std::size_t param_count_of(std::index_sequence<I...>) {
+    return (std::size_t{0} + ... + (bound_at<I>::weight_count + bound_at<I>::bias_count));
+  }
+  template <std::size_t... I>
+  static constexpr std::size_t flops_of(std::index_sequence<I...>) {
+    return (std::size_t{0} + ... + bound_at<I>::flops);
+  }
+  template <class F>
+  static constexpr std::size_t if_valid(F f) {
+    if constexpr (valid) return f(std::make_index_sequence<layer_count>{});
+    else return 0;  // an error has been reported already; keep quiet
+  }
+
+ public:
+  static constexpr std::size_t param_count =
+      if_valid([](auto seq) { return param_count_of(seq); });
+  static constexpr std::size_t flops_per_sample = if_valid([](auto seq) { return flops_of(seq); });
+};
+
+template <class T> inline constexpr bool is_network_v = false;
+template <class S, class I> inline constexpr bool is_network_v<Network<S, I>> = true;
+
+}  // namespace ctnn
