@@ -1,0 +1,55 @@
+#pragma once
+// The training API shared by the backends:
+//
+//   ctnn::Trainer<Net, ctnn::cuda, 1024> trainer(seed);   // or ctnn::host
+//   trainer.fit(train_set, options, &test_set);            // calls options.on_epoch after each epoch
+//   ctnn::Evaluation e = trainer.evaluate(test_set);
+//   std::vector<float> p = trainer.predict(images, count);  // count × output size probabilities
+//
+// Net must end in Softmax; the loss is cross-entropy, averaged over the batch. Data sets hold uint8
+// pixels, normalised on the fly as (x/255 − mean)/std. A run-time batch may be any size from 1 to
+// MaxBatch; the last, partial batch of an epoch is trained on. Parameters are in BufferPlan layout
+// (PyTorch's tensor layouts, each tensor at its plan offset).
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "../io/idx.hpp"
+
+namespace ctnn {
+
+// Backend tags.
+struct host {};
+struct cuda {};
+
+struct EpochStats {
+  int epoch = 0;                 // 1-based
+  double loss = 0;               // mean training cross-entropy over the epoch
+  double train_accuracy = 0;     // fraction of training images classified right during the epoch
+  double test_accuracy = std::numeric_limits<double>::quiet_NaN();  // NaN when no test set given
+  double seconds = 0;            // wall time of the epoch's training (evaluation excluded)
+  double images_per_second = 0;
+};
+
+struct TrainOptions {
+  int epochs = 1;
+  int batch = 64;                // 1..MaxBatch
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;
+  std::uint64_t seed = 1;        // shuffling
+  float mean = 0.1307f, std = 0.3081f;  // normalisation (MNIST's)
+  std::function<void(const EpochStats&)> on_epoch;                // optional
+  std::function<void(std::size_t done, std::size_t total)> on_batch;  // optional progress
+};
+
+struct Evaluation {
+  double loss = 0;
+  double accuracy = 0;
+  std::size_t count = 0;
+};
+
+template <class Net, class Backend, int MaxBatch>
+class Trainer;  // specialised in host_trainer.hpp and cuda_trainer.hpp
+
+}  // namespace ctnn
