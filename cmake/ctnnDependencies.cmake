@@ -10,5 +10,25 @@ macro(ctnn_require package debian_package)
   endif()
 endmacro()
 
+# A machine without these packages (the GPU machine) can use copies of this machine's, made by
+# scripts/vendor_deps.sh as a small install prefix: -DCTNN_VENDOR_DIR=<repo>/.vendor puts that prefix
+# first in every search (find_package, find_path, find_library) below and in the subdirectories.
+# stb has no CMake package: its vendored copy is reached through Boost::headers, whose include
+# directory is then <vendor>/include.
+set(CTNN_VENDOR_DIR "" CACHE PATH "Dependencies copied by scripts/vendor_deps.sh, searched before the system's")
+if(CTNN_VENDOR_DIR)
+  if(NOT EXISTS "${CTNN_VENDOR_DIR}/include/boost/hana.hpp")
+    message(FATAL_ERROR "ctnn: CTNN_VENDOR_DIR=${CTNN_VENDOR_DIR} holds no vendored dependencies; "
+                        "make it with scripts/vendor_deps.sh on a machine that has them")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH "${CTNN_VENDOR_DIR}")
+  # Boost's package lives under lib/<arch>/cmake, searched only when <arch> matches this compiler's.
+  file(GLOB _ctnn_vendor_boost LIST_DIRECTORIES true "${CTNN_VENDOR_DIR}/lib/*/cmake/Boost-*")
+  if(_ctnn_vendor_boost)
+    list(GET _ctnn_vendor_boost 0 Boost_DIR)
+  endif()
+  message(STATUS "ctnn: using the dependencies vendored in ${CTNN_VENDOR_DIR}")
+endif()
+
 ctnn_require(Boost libboost-dev 1.70 CONFIG)   # Boost.Hana (header-only)
 ctnn_require(ZLIB zlib1g-dev)                  # gzip-compressed IDX files

@@ -1,0 +1,492 @@
+// LeNet-5 on MNIST through ctnn's CUDA backend: training time per epoch, test accuracy, inference
+// throughput and batch-1 latency. Prints a table and one machine line per measurement,
+//   RESULT framework=ctnn mode=<eager|graph> batch=<B> metric=<m> value=<v>
+// with the metric names of benchmarks/pytorch_lenet5.py (compare the two with compare.py), plus
+//   DEVICE name="<cudaDeviceProp::name>"
+//
+// What is measured (see also the NOTE lines the program prints):
+//   epoch_s      Trainer<Net, cuda, 1024>::fit, one call per batch size on a fresh trainer: 1 warm-up
+//                epoch, then --epochs timed epochs; each epoch timed with the host's steady clock
+//                between consecutive on_epoch callbacks (the trainer has synchronised with the device
+//                by then: the epoch's loss and accuracy are in the stats); the median is reported.
+//   test_acc     Trainer::evaluate on the 10k test images after the timed epochs, in percent.
+//   infer_img_s  the 10k test images, normalised once and resident on the device, through the last
+//                trained network (that of the last --batches entry): in chunks of 1024 through the
+//                trainer's CudaNetwork<Net, 1024>, and in one chunk of 10,000 through a
+//                CudaNetwork<Net, 10000> holding the same parameters. Per chunk a device-to-device copy
+//                into the network's input slot and a forward pass (Softmax included). eager: launched by
+//                the host each pass; graph: the whole pass captured once as a CUDA graph and replayed.
+//                CUDA events around a pass; median of --infer-runs passes after 3 warm-up passes. Each
+//                path first classifies the test set once and must agree with Trainer::evaluate.
+//   latency_us   batch 1, median of --latency-iters after 50 warm-up: host clock from issue to the
+//                stream's synchronisation, covering a device-to-device copy of one resident image into
+//                the input slot and the forward (eager: launched; graph: one captured forward replayed).
+//   eval_img_s   (ctnn only) Trainer::evaluate over the 10k test images from host memory (whatever it
+//                includes: normalisation, upload, forward, loss), median of --infer-runs.
+//   predict_us   (ctnn only) Trainer::predict of one normalised image from host memory: host-to-device
+//                copy, forward, device-to-host copy of the 10 probabilities; median as latency_us.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ctnn/ctnn.hpp>
+#include <ctnn/io/idx.hpp>
+#include <ctnn/train/cuda_trainer.hpp>
+#include <ctnn/train/normalize.hpp>
+
+namespace {
+
+using LeNet5 = ctnn::Seq<
+    ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, ctnn::Pool<2>,
+    ctnn::Conv<16, 5>,              ctnn::ReLU, ctnn::Pool<2>,
+    ctnn::Dense<120>, ctnn::ReLU,
+    ctnn::Dense<84>,  ctnn::ReLU,
+    ctnn::Dense<10>,  ctnn::Softmax>;
+using Net = ctnn::Network<LeNet5, ctnn::Input<1, 28, 28>>;
+static_assert(Net::param_count == 61'706, "LeNet-5 as in DESIGN.md has 61,706 parameters");
+
+constexpr int max_batch = 1024;
+using Trainer = ctnn::Trainer<Net, ctnn::cuda, max_batch>;
+constexpr std::size_t image_floats = Net::input_shape::size;
+constexpr int classes = int(Net::output_shape::size);
+constexpr int latency_warmup = 50;
+constexpr int infer_warmup = 3;
+constexpr int whole_test_set = 10'000;  // MNIST's test images: inference in one batch
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string data = ".data/mnist";
+  std::vector<int> batches{64, 256, 1024};
+  int epochs = 5;
+  float lr = 0.01f, momentum = 0.9f;
+  std::uint64_t seed = 0;
+  int infer_runs = 20;
+  int latency_iters = 1000;
+  std::size_t limit = 0;  // training images per epoch, 0: all
+  bool quick = false;
+};
+
+constexpr const char* usage =
+    "usage: lenet5_bench [--data DIR] [--batches B,B,...] [--epochs N] [--lr X] [--momentum X]\n"
+    "                    [--seed N] [--infer-runs N] [--latency-iters N] [--limit N] [--quick]\n"
+    "  --data DIR          MNIST IDX files, raw or .gz (default .data/mnist)\n"
+    "  --batches LIST      training batch sizes, each 1..1024 (default 64,256,1024)\n"
+    "  --epochs N          timed epochs after 1 warm-up epoch (default 5)\n"
+    "  --lr X --momentum X SGD (default 0.01, 0.9: as pytorch_lenet5.py)\n"
+    "  --seed N            initialisation and shuffling seed (default 0)\n"
+    "  --infer-runs N      timed inference passes over the test set (default 20)\n"
+    "  --latency-iters N   timed batch-1 forwards (default 1000)\n"
+    "  --limit N           train on the first N images only (default 0: all 60,000)\n"
+    "  --quick             smoke test: --epochs 1 --limit 2048 --infer-runs 3 --latency-iters 100\n";
+
+[[noreturn]] void bad_usage(const std::string& what) {
+  std::fprintf(stderr, "lenet5_bench: %s\n%s", what.c_str(), usage);
+  std::exit(2);
+}
+
+long parse_integer(std::string_view flag, const std::string& text, long lo, long hi) {
+  std::size_t used = 0;
+  long v = 0;
+  try {
+    v = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || v < lo || v > hi)
+    bad_usage(std::string(flag) + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+              ", got '" + text + "'");
+  return v;
+}
+
+float parse_float(std::string_view flag, const std::string& text) {
+  std::size_t used = 0;
+  float v = 0;
+  try {
+    v = std::stof(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || !(v >= 0))
+    bad_usage(std::string(flag) + " expects a number >= 0, got '" + text + "'");
+  return v;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  bool epochs_set = false, limit_set = false, runs_set = false, iters_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    }
+    if (flag == "--quick") {
+      o.quick = true;
+      continue;
+    }
+    if (i + 1 >= argc) bad_usage(std::string(flag) + ": unknown option or missing value");
+    const std::string value = argv[++i];
+    if (flag == "--data") {
+      o.data = value;
+    } else if (flag == "--batches") {
+      o.batches.clear();
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        o.batches.push_back(int(parse_integer("--batches", value.substr(at, comma - at), 1, max_batch)));
+        at = comma + 1;
+      }
+    } else if (flag == "--epochs") {
+      o.epochs = int(parse_integer(flag, value, 1, 1000)), epochs_set = true;
+    } else if (flag == "--lr") {
+      o.lr = parse_float(flag, value);
+    } else if (flag == "--momentum") {
+      o.momentum = parse_float(flag, value);
+    } else if (flag == "--seed") {
+      o.seed = std::uint64_t(parse_integer(flag, value, 0, 1L << 62));
+    } else if (flag == "--infer-runs") {
+      o.infer_runs = int(parse_integer(flag, value, 1, 100000)), runs_set = true;
+    } else if (flag == "--latency-iters") {
+      o.latency_iters = int(parse_integer(flag, value, 1, 10000000)), iters_set = true;
+    } else if (flag == "--limit") {
+      o.limit = std::size_t(parse_integer(flag, value, 0, 1L << 31)), limit_set = true;
+    } else {
+      bad_usage("unknown option " + std::string(flag));
+    }
+  }
+  if (o.quick) {  // explicit values win over --quick's
+    if (!epochs_set) o.epochs = 1;
+    if (!limit_set) o.limit = 2048;
+    if (!runs_set) o.infer_runs = 3;
+    if (!iters_set) o.latency_iters = 100;
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) throw std::logic_error("median of no samples");
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Owning wrappers for the few CUDA objects the benchmark makes itself.
+struct DeviceFloats {
+  float* ptr = nullptr;
+  explicit DeviceFloats(std::size_t n) { CTNN_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(float))); }
+  ~DeviceFloats() { cudaFree(ptr); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+};
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { CTNN_CUDA_CHECK(cudaEventCreate(&e)); }
+  ~Event() { cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+struct Graph {
+  cudaGraphExec_t exec = nullptr;
+  Graph() = default;
+  // Captures whatever `enqueue` puts on `stream` into an executable graph.
+  template <class F>
+  Graph(cudaStream_t stream, F&& enqueue) {
+    cudaGraph_t graph = nullptr;
+    CTNN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    CTNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CTNN_CUDA_CHECK(status);
+  }
+  ~Graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void launch(cudaStream_t stream) const { CTNN_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }
+};
+
+// Milliseconds between two events recorded around enqueue() on stream.
+template <class F>
+double event_seconds(cudaStream_t stream, const Event& start, const Event& stop, F&& enqueue) {
+  CTNN_CUDA_CHECK(cudaEventRecord(start.e, stream));
+  enqueue();
+  CTNN_CUDA_CHECK(cudaEventRecord(stop.e, stream));
+  CTNN_CUDA_CHECK(cudaEventSynchronize(stop.e));
+  float ms = 0;
+  CTNN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+  return double(ms) / 1e3;
+}
+
+void report(const std::string& mode, int batch, const char* metric, double value, int decimals) {
+  std::printf("RESULT framework=ctnn mode=%s batch=%d metric=%s value=%.*f\n", mode.c_str(), batch, metric, decimals,
+              value);
+  std::fflush(stdout);
+}
+
+struct TrainRun {
+  int batch = 0;
+  double epoch_s = 0, trainer_epoch_s = 0, test_acc = 0, final_loss = 0;
+};
+
+// Trains a fresh trainer; leaves it in `trainer`.
+TrainRun train(const Options& o, int batch, const ctnn::io::Dataset& train_set, const ctnn::io::Dataset& test_set,
+               std::unique_ptr<Trainer>& trainer) {
+  trainer = std::make_unique<Trainer>(o.seed);
+  ctnn::TrainOptions t;
+  t.epochs = 1 + o.epochs;  // the first is the warm-up
+  t.batch = batch;
+  t.learning_rate = o.lr;
+  t.momentum = o.momentum;
+  t.seed = o.seed;
+  std::vector<double> wall, own;
+  double loss = 0;
+  Clock::time_point last = Clock::now();
+  t.on_epoch = [&](const ctnn::EpochStats& s) {
+    const double elapsed = seconds_since(last);
+    if (s.epoch > 1) {
+      wall.push_back(elapsed);
+      own.push_back(s.seconds);
+    }
+    loss = s.loss;
+    std::fprintf(stderr, "  batch %d epoch %d%s: %.4f s (trainer: %.4f s), loss %.4f, train acc %.2f%%\n", batch,
+                 s.epoch, s.epoch == 1 ? " (warm-up)" : "", elapsed, s.seconds, s.loss, 100 * s.train_accuracy);
+    last = Clock::now();
+  };
+  trainer->fit(train_set, t);
+  TrainRun r;
+  r.batch = batch;
+  r.epoch_s = median(wall);
+  r.trainer_epoch_s = median(own);
+  r.final_loss = loss;
+  r.test_acc = 100 * trainer->evaluate(test_set).accuracy;
+  return r;
+}
+
+struct Throughput {
+  double eager_img_s = 0, graph_img_s = 0;
+};
+
+// Images per second of forward passes over the device-resident, normalised test set `x` (n images)
+// through `net` in chunks of Network::max_batch: eager launches, then one captured graph per pass.
+// First checks that this path classifies as many images right as evaluate() did (`evaluated`).
+template <class Network>
+Throughput measure_inference(Network& net, const float* x, const ctnn::io::Dataset& test, double evaluated,
+                             int runs) {
+  constexpr int chunk = Network::max_batch;
+  const int n = int(test.count);
+  const cudaStream_t stream = net.stream();
+  auto enqueue_chunk = [&](int at) {
+    const int b = std::min(chunk, n - at);
+    CTNN_CUDA_CHECK(cudaMemcpyAsync(net.input(), x + std::size_t(at) * image_floats,
+                                    std::size_t(b) * image_floats * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    stream));
+    net.forward(b);
+    return b;
+  };
+  auto enqueue_pass = [&] {
+    for (int at = 0; at < n; at += chunk) enqueue_chunk(at);
+  };
+
+  std::size_t correct = 0;
+  for (int at = 0; at < n; at += chunk) {
+    const int b = enqueue_chunk(at);
+    const std::vector<float> p = net.download_activation(Net::layer_count, b);
+    for (int i = 0; i < b; ++i) {
+      const float* row = p.data() + std::size_t(i) * classes;
+      correct += std::size_t(std::max_element(row, row + classes) - row == test.labels[std::size_t(at + i)]);
+    }
+  }
+  // evaluate() takes its argmax from the cross-entropy kernel, this from the probabilities: rounding
+  // may break a near-tie differently, so a couple of images may differ, not more.
+  if (std::abs(double(correct) - evaluated) > 3)
+    throw std::runtime_error("forward passes of " + std::to_string(chunk) + " classify " + std::to_string(correct) +
+                             " test images right but evaluate() " + std::to_string(evaluated) +
+                             ": the inference benchmark would not measure what evaluate() computes");
+  std::printf("CHECK forward in chunks of %d on device-resident data: %zu of %d right, evaluate(): %.0f\n", chunk,
+              correct, n, evaluated);
+
+  Throughput r;
+  const Event start, stop;
+  std::vector<double> t;
+  for (int i = 0; i < infer_warmup; ++i) enqueue_pass();
+  for (int i = 0; i < runs; ++i) t.push_back(event_seconds(stream, start, stop, enqueue_pass));
+  r.eager_img_s = n / median(t);
+  report("eager", chunk, "infer_img_s", r.eager_img_s, 1);
+
+  const Graph pass(stream, enqueue_pass);
+  t.clear();
+  for (int i = 0; i < infer_warmup; ++i) pass.launch(stream);
+  for (int i = 0; i < runs; ++i) t.push_back(event_seconds(stream, start, stop, [&] { pass.launch(stream); }));
+  r.graph_img_s = n / median(t);
+  report("graph", chunk, "infer_img_s", r.graph_img_s, 1);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse_options(argc, argv);
+
+  int device = 0, devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "lenet5_bench: error: no usable CUDA device (%s)\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    return 1;
+  }
+  CTNN_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CTNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  int runtime = 0, driver = 0;
+  CTNN_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CTNN_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  std::printf("DEVICE name=\"%s\"\n", prop.name);
+  std::printf("CTNN version=%d.%d.%d cuda_runtime=%d driver=%d sm=%d.%d\n", ctnn::version_major,
+              ctnn::version_minor, ctnn::version_patch, runtime, driver, prop.major, prop.minor);
+  std::printf("CONFIG trainer=Trainer<LeNet5,cuda,%d> dtype=fp32 lr=%g momentum=%g seed=%llu epochs=%d"
+              " infer_runs=%d latency_iters=%d\n",
+              max_batch, double(o.lr), double(o.momentum), (unsigned long long)o.seed, o.epochs, o.infer_runs,
+              o.latency_iters);
+
+  ctnn::io::Dataset train_set = ctnn::io::load_mnist(o.data, "train");
+  const ctnn::io::Dataset test_set = ctnn::io::load_mnist(o.data, "t10k");
+  if (o.limit && o.limit < train_set.count) {
+    train_set.count = o.limit;
+    train_set.pixels.resize(o.limit * image_floats);
+    train_set.labels.resize(o.limit);
+  }
+  std::printf("DATA train=%zu test=%zu epochs=%d (+1 warm-up)\n", train_set.count, test_set.count, o.epochs);
+  std::fflush(stdout);
+
+  // Trainer<Net, cuda, ·>::fit launches one captured CUDA graph per step (train/cuda_trainer.hpp).
+  const std::string train_mode = "graph";
+
+  // ---- training ----
+  std::vector<TrainRun> runs;
+  std::unique_ptr<Trainer> trainer;
+  for (int batch : o.batches) {
+    runs.push_back(train(o, batch, train_set, test_set, trainer));
+    report(train_mode, batch, "epoch_s", runs.back().epoch_s, 6);
+    report(train_mode, batch, "test_acc", runs.back().test_acc, 2);
+  }
+
+  // ---- inference, through the last trained network ----
+  auto& net = trainer->network();
+  const cudaStream_t stream = net.stream();
+  const int n_test = int(test_set.count);
+  std::vector<float> test_x(test_set.count * image_floats);
+  const ctnn::TrainOptions defaults;
+  ctnn::normalize_pixels(test_set.pixels.data(), test_x.size(), defaults.mean, defaults.std, test_x.data());
+  const DeviceFloats test_dev(test_x.size());
+  CTNN_CUDA_CHECK(cudaMemcpy(test_dev.ptr, test_x.data(), test_x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const double evaluated = trainer->evaluate(test_set).accuracy * n_test;
+
+  const Throughput chunked = measure_inference(net, test_dev.ptr, test_set, evaluated, o.infer_runs);
+
+  std::vector<double> t;
+  for (int i = 0; i < infer_warmup; ++i) trainer->evaluate(test_set);
+  for (int i = 0; i < o.infer_runs; ++i) {
+    const auto t0 = Clock::now();
+    trainer->evaluate(test_set);
+    t.push_back(seconds_since(t0));
+  }
+  const double eval_img_s = n_test / median(t);
+  report("eager", max_batch, "eval_img_s", eval_img_s, 1);
+
+  // ---- batch-1 latency ----
+  auto copy_image = [&](int i) {
+    CTNN_CUDA_CHECK(cudaMemcpyAsync(net.input(), test_dev.ptr + std::size_t(i % n_test) * image_floats,
+                                    image_floats * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  };
+  auto latency = [&](auto&& run_one) {
+    std::vector<double> us;
+    for (int i = 0; i < latency_warmup + o.latency_iters; ++i) {
+      CTNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const auto t0 = Clock::now();
+      run_one(i);
+      CTNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+      if (i >= latency_warmup) us.push_back(seconds_since(t0) * 1e6);
+    }
+    return median(us);
+  };
+  const double eager_us = latency([&](int i) {
+    copy_image(i);
+    net.forward(1);
+  });
+  report("eager", 1, "latency_us", eager_us, 3);
+  double graph_us = 0;
+  {
+    const Graph one(stream, [&] { net.forward(1); });
+    graph_us = latency([&](int i) {
+      copy_image(i);
+      one.launch(stream);
+    });
+    report("graph", 1, "latency_us", graph_us, 3);
+  }
+  const double predict_us = latency([&](int i) {
+    trainer->predict(test_x.data() + std::size_t(i % n_test) * image_floats, 1);
+  });
+  report("eager", 1, "predict_us", predict_us, 3);
+
+  // ---- inference, the whole test set as one batch (as pytorch_lenet5.py's default) ----
+  Throughput whole;
+  if (n_test <= whole_test_set) {
+    auto big = std::make_unique<ctnn::CudaNetwork<Net, whole_test_set>>(o.seed);
+    big->set_parameters(trainer->parameters());
+    whole = measure_inference(*big, test_dev.ptr, test_set, evaluated, o.infer_runs);
+  }
+
+  std::printf("NOTE ctnn epoch_s: host steady clock between consecutive on_epoch callbacks of one fit() "
+              "(1 warm-up epoch + %d timed); the trainer has synchronised by then\n", o.epochs);
+  std::printf("NOTE ctnn infer_img_s: test set resident and normalised on the device; per chunk (batch) a "
+              "device-to-device copy into the network's input slot + forward (Softmax included); CUDA events\n");
+  std::printf("NOTE ctnn latency_us: host clock, device-to-device copy of one resident image into the input "
+              "slot + forward + stream synchronise\n");
+  std::printf("NOTE ctnn eval_img_s: Trainer::evaluate from host memory (uint8 test set), host clock\n");
+  std::printf("NOTE ctnn predict_us: Trainer::predict of one normalised image from host memory: "
+              "host-to-device copy, forward, device-to-host copy of the probabilities, host clock\n");
+
+  // ---- human-readable summary ----
+  std::printf("\nLeNet-5 / MNIST, ctnn %d.%d.%d (CUDA backend, training step: %s) on %s\n", ctnn::version_major,
+              ctnn::version_minor, ctnn::version_patch, train_mode == "graph" ? "CUDA graph" : "eager launches",
+              prop.name);
+  std::printf("%-6s %6s %10s %12s %12s %9s\n", "mode", "batch", "epoch_s", "(trainer's)", "train img/s", "test_acc%");
+  for (const TrainRun& r : runs)
+    std::printf("%-6s %6d %10.4f %12.4f %12.0f %9.2f\n", train_mode.c_str(), r.batch, r.epoch_s, r.trainer_epoch_s,
+                double(train_set.count) / r.epoch_s, r.test_acc);
+  std::printf("%-22s %6s %12s\n", "inference", "batch", "img/s");
+  std::printf("%-22s %6d %12.0f\n", "forward, eager", max_batch, chunked.eager_img_s);
+  std::printf("%-22s %6d %12.0f\n", "forward, graph", max_batch, chunked.graph_img_s);
+  if (whole.eager_img_s > 0) {
+    std::printf("%-22s %6d %12.0f\n", "forward, eager", whole_test_set, whole.eager_img_s);
+    std::printf("%-22s %6d %12.0f\n", "forward, graph", whole_test_set, whole.graph_img_s);
+  }
+  std::printf("%-22s %6d %12.0f\n", "Trainer::evaluate", max_batch, eval_img_s);
+  std::printf("%-22s %6s %12s\n", "latency", "batch", "us");
+  std::printf("%-22s %6d %12.1f\n", "forward, eager", 1, eager_us);
+  std::printf("%-22s %6d %12.1f\n", "forward, graph", 1, graph_us);
+  std::printf("%-22s %6d %12.1f\n", "Trainer::predict", 1, predict_us);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "lenet5_bench: error: %s\n", e.what());
+  return 1;
+}
