@@ -1,0 +1,254 @@
+#pragma once
+// A photo or scan of one handwritten digit → a 28×28 image made the way MNIST's were:
+//
+//   GrayImage g = ctnn::io::load_gray_image("seven.png");       // PNG, JPEG, BMP, binary PGM/PPM
+//   ctnn::io::Digit d = ctnn::io::mnist_digit(g, "seven.png");   // 784 bytes, ink bright on black
+//   std::vector<float> x = ctnn::io::normalize_digit(d);         // (x/255 − mean)/std, as training
+//   // or in one step: ctnn::io::load_digit("seven.png")
+//
+// Decoding is stb_image's. ctnn is header-only, so stb's implementation must be compiled in exactly
+// one translation unit of the program: write
+//     #define CTNN_STB_IMPLEMENTATION
+//     #include <ctnn/io/image.hpp>
+// in one .cpp/.cu file, and include the header plainly everywhere else. (A program that already
+// compiles stb_image's implementation itself just leaves the macro out.) That TU gets a decoder
+// limited to PNG, JPEG, BMP and PNM, from memory only: less code, and no decoders for formats ctnn
+// does not promise to read. An explicit macro is preferred over a `static` copy of stb in every TU,
+// which would bloat each object file and clash with a program's own stb_image.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(CTNN_STB_IMPLEMENTATION) && !defined(CTNN_STB_IMPLEMENTATION_DONE)
+#define CTNN_STB_IMPLEMENTATION_DONE
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_BMP
+#define STBI_ONLY_PNM
+#define STBI_NO_STDIO
+#include <stb/stb_image.h>
+#undef STB_IMAGE_IMPLEMENTATION  // stb's implementation part has no include guard
+#else
+#include <stb/stb_image.h>
+#endif
+
+#include "../core/error.hpp"
+#include "../train/normalize.hpp"
+#include "file.hpp"
+
+namespace ctnn::io {
+
+struct GrayImage {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> pixels;  // width × height, row-major, 0 = black
+};
+
+inline constexpr int digit_side = 28;  // MNIST's canvas
+inline constexpr int digit_box = 20;   // the digit is scaled to fit this box
+using Digit = std::array<std::uint8_t, digit_side * digit_side>;
+
+namespace detail::image {
+
+inline constexpr std::uintmax_t max_file_bytes = std::uintmax_t{256} << 20;
+inline constexpr std::uint64_t max_pixels = 64'000'000;
+inline constexpr double invert_above = 127.0;  // border mean above this: light background, invert
+inline constexpr int min_contrast = 32;        // ink must differ from the background by this much
+inline constexpr double ink_threshold = 0.15;  // fraction of the ink contrast below which is background
+
+// Names the format from its magic bytes, for messages.
+inline std::string sniff(const std::vector<std::uint8_t>& b) {
+  auto starts = [&](std::initializer_list<int> m) {
+    if (b.size() < m.size()) return false;
+    std::size_t k = 0;
+    for (const int c : m)
+      if (b[k++] != c) return false;
+    return true;
+  };
+  if (starts({0x89, 'P', 'N', 'G'})) return "PNG";
+  if (starts({0xff, 0xd8, 0xff})) return "JPEG";
+  if (starts({'B', 'M'})) return "BMP";
+  if (starts({'P', '5'})) return "binary PGM";
+  if (starts({'P', '6'})) return "binary PPM";
+  if (starts({'P', '1'}) || starts({'P', '2'}) || starts({'P', '3'}) || starts({'P', '4'}))
+    return "ASCII or 1-bit PNM";
+  if (starts({'G', 'I', 'F', '8'})) return "GIF";
+  if (starts({'R', 'I', 'F', 'F'})) return "RIFF (WebP?)";
+  return "";
+}
+
+inline io_error decode_error(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  const std::string format = sniff(bytes);
+  const char* reason = stbi_failure_reason();
+  return io_error(path + ": cannot decode " +
+                  (format.empty() ? "an unrecognised format" : "the " + format + " data") +
+                  " (stb_image: " + (reason ? reason : "unknown error") +
+                  "); ctnn reads PNG, JPEG, BMP and binary PGM/PPM images");
+}
+
+// Per output index along one axis, the source indices and weights that make it. Shrinking averages
+// the source over the output pixel's footprint (exact box coverage: anti-aliased, as MNIST's
+// normalisation was); enlarging interpolates linearly.
+inline std::vector<std::vector<std::pair<int, double>>> resample_weights(int in, int out) {
+  std::vector<std::vector<std::pair<int, double>>> w(static_cast<std::size_t>(out));
+  const double scale = double(in) / out;  // source pixels per output pixel
+  for (int o = 0; o < out; ++o) {
+    if (out <= in) {
+      const double lo = o * scale, hi = (o + 1) * scale;
+      for (int i = int(lo); i < in && i < hi; ++i) {
+        const double overlap = std::min(hi, i + 1.0) - std::max(lo, double(i));
+        if (overlap > 0) w[o].emplace_back(i, overlap / scale);
+      }
+    } else {
+      const double c = std::clamp((o + 0.5) * scale - 0.5, 0.0, in - 1.0);
+      const int i = int(c);
+      const double t = c - i;
+      w[o].emplace_back(i, 1 - t);
+      if (t > 0) w[o].emplace_back(i + 1, t);
+    }
+  }
+  return w;
+}
+
+}  // namespace detail::image
+
+// Decodes an image file to 8-bit gray. Colour is converted to luma; transparency is composited over
+// white (as a viewer shows it). Throws io_error naming the file: missing, empty, unsupported or
+// corrupt (with stb_image's reason), or over 64 megapixels.
+inline GrayImage load_gray_image(const std::string& path) {
+  namespace di = detail::image;
+  const std::vector<std::uint8_t> bytes = read_file(path, di::max_file_bytes);
+  if (bytes.empty()) throw io_error(path + ": empty file (0 bytes); expected a PNG, JPEG, BMP or PGM image");
+  const int size = int(bytes.size());  // <= 256 MiB
+  int w = 0, h = 0, channels = 0;
+  if (!stbi_info_from_memory(bytes.data(), size, &w, &h, &channels)) throw di::decode_error(path, bytes);
+  if (std::uint64_t(w) * std::uint64_t(h) > di::max_pixels)
+    throw io_error(path + ": image is " + std::to_string(w) + "x" + std::to_string(h) +
+                   ", more than the 64-megapixel limit");
+  // Two channels out: gray and alpha (255 where the file has none).
+  std::unique_ptr<stbi_uc, void (*)(void*)> data(
+      stbi_load_from_memory(bytes.data(), size, &w, &h, &channels, 2), stbi_image_free);
+  if (!data) throw di::decode_error(path, bytes);
+  if (w <= 0 || h <= 0) throw io_error(path + ": image has no pixels");
+  GrayImage g{w, h, std::vector<std::uint8_t>(std::size_t(w) * std::size_t(h))};
+  for (std::size_t i = 0; i < g.pixels.size(); ++i) {
+    const unsigned v = data.get()[2 * i], a = data.get()[2 * i + 1];
+    g.pixels[i] = std::uint8_t((v * a + 255u * (255u - a) + 127u) / 255u);
+  }
+  return g;
+}
+
+// MNIST's preprocessing of one digit image. `source` names the image in error messages.
+//   1. Polarity: if the border is light on average (mean > 127), invert, so ink is bright on dark.
+//   2. Contrast: the background level is the median border pixel, the ink level the brightest pixel;
+//      pixels are mapped so that levels below 15% of the way to the ink become 0 (paper
+//      texture, JPEG ringing) and the ink becomes 1.
+//   3. Crop to the bounding box of what is left, scale it to fit 20×20 keeping the aspect ratio
+//      (area averaging when shrinking: anti-aliased grays), and stretch so the brightest pixel is
+//      255 (as in MNIST, where every digit peaks at 254-255).
+//   4. Place it in a 28×28 black canvas so that the ink's centre of mass (intensity-weighted, in
+//      pixel indices) lands on (14, 14), shifting by the rounded offset; the shift is limited so that
+//      no ink leaves the canvas.
+// Throws io_error when the image is empty or has no ink (nothing stands out from the background).
+inline Digit mnist_digit(const GrayImage& image, const std::string& source = "image") {
+  namespace di = detail::image;
+  const int W = image.width, H = image.height;
+  if (W <= 0 || H <= 0 || image.pixels.size() != std::size_t(W) * std::size_t(H))
+    throw io_error(source + ": empty image (" + std::to_string(W) + "x" + std::to_string(H) + ", " +
+                   std::to_string(image.pixels.size()) + " pixels)");
+  auto at = [&](int x, int y) { return image.pixels[std::size_t(y) * W + x]; };
+
+  // 1. Polarity, from the border.
+  std::vector<int> border;
+  for (int x = 0; x < W; ++x) {
+    border.push_back(at(x, 0));
+    if (H > 1) border.push_back(at(x, H - 1));
+  }
+  for (int y = 1; y + 1 < H; ++y) {
+    border.push_back(at(0, y));
+    if (W > 1) border.push_back(at(W - 1, y));
+  }
+  double mean = 0;
+  for (const int v : border) mean += v;
+  mean /= double(border.size());
+  const bool invert = mean > di::invert_above;
+  auto value = [&](int x, int y) { return invert ? 255 - at(x, y) : int(at(x, y)); };
+  for (int& v : border) v = invert ? 255 - v : v;
+
+  // 2. Background and ink levels.
+  std::nth_element(border.begin(), border.begin() + std::ptrdiff_t(border.size() / 2), border.end());
+  const int background = border[border.size() / 2];
+  int peak = 0;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) peak = std::max(peak, value(x, y));
+  if (peak - background < di::min_contrast)
+    throw io_error(source + ": no ink found: nothing in the " + std::to_string(W) + "x" + std::to_string(H) +
+                   " image stands out from its background (level " +
+                   std::to_string(invert ? 255 - background : background) + ", strongest ink " +
+                   std::to_string(invert ? 255 - peak : peak) +
+                   "); expected a dark digit on a light background or a light digit on a dark one");
+  const double cut = background + di::ink_threshold * (peak - background);
+  std::vector<float> ink(std::size_t(W) * std::size_t(H));
+  int x0 = W, x1 = -1, y0 = H, y1 = -1;  // bounding box of the ink, inclusive
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const double s = std::max(0.0, (value(x, y) - cut) / (peak - cut));
+      ink[std::size_t(y) * W + x] = float(s);
+      if (s > 0) x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+
+  // 3. Crop, scale into the 20×20 box.
+  const int bw = x1 - x0 + 1, bh = y1 - y0 + 1;  // the peak pixel is ink, so the box is not empty
+  const double scale = double(digit_box) / std::max(bw, bh);
+  const int nw = std::clamp(int(std::lround(bw * scale)), 1, digit_box);
+  const int nh = std::clamp(int(std::lround(bh * scale)), 1, digit_box);
+  const auto wx = di::resample_weights(bw, nw), wy = di::resample_weights(bh, nh);
+  std::vector<double> rows(std::size_t(bh) * nw, 0.0);  // bh × nw: rows resampled horizontally
+  for (int y = 0; y < bh; ++y)
+    for (int o = 0; o < nw; ++o)
+      for (const auto& [i, w] : wx[o])
+        rows[std::size_t(y) * nw + o] += w * ink[std::size_t(y0 + y) * W + x0 + i];
+  std::vector<double> box(std::size_t(nh) * nw, 0.0);  // nh × nw
+  for (int o = 0; o < nh; ++o)
+    for (const auto& [i, w] : wy[o])
+      for (int x = 0; x < nw; ++x) box[std::size_t(o) * nw + x] += w * rows[std::size_t(i) * nw + x];
+  const double top = *std::max_element(box.begin(), box.end());
+  std::vector<std::uint8_t> scaled(box.size());
+  double mass = 0, mx = 0, my = 0;
+  for (int y = 0; y < nh; ++y)
+    for (int x = 0; x < nw; ++x) {
+      const auto v =
+          std::uint8_t(std::lround(std::clamp(box[std::size_t(y) * nw + x] / top, 0.0, 1.0) * 255));
+      scaled[std::size_t(y) * nw + x] = v;
+      mass += v, mx += double(x) * v, my += double(y) * v;
+    }
+
+  // 4. Centre of mass to (14, 14).
+  const int ox = std::clamp(int(std::lround(digit_side / 2 - mx / mass)), 0, digit_side - nw);
+  const int oy = std::clamp(int(std::lround(digit_side / 2 - my / mass)), 0, digit_side - nh);
+  Digit d{};
+  for (int y = 0; y < nh; ++y)
+    for (int x = 0; x < nw; ++x)
+      d[std::size_t(oy + y) * digit_side + ox + x] = scaled[std::size_t(y) * nw + x];
+  return d;
+}
+
+// load_gray_image + mnist_digit.
+inline Digit load_digit(const std::string& path) { return mnist_digit(load_gray_image(path), path); }
+
+// The network's input for a digit: (x/255 − mean)/std per pixel, MNIST's statistics by default
+// (the same as TrainOptions').
+inline std::vector<float> normalize_digit(const Digit& d, float mean = 0.1307f, float std = 0.3081f) {
+  std::vector<float> x(d.size());
+  normalize_pixels(d.data(), d.size(), mean, std, x.data());
+  return x;
+}
+
+}  // namespace ctnn::io
