@@ -74,7 +74,8 @@ class HostNetwork {
   }
   template <std::size_t i>
   void backward_layer(int batch, std::size_t last) {
-    if (i > last) return;
+    if constexpr (i > 0)  // layer 0 always runs (i > last would compare an unsigned with 0)
+      if (i > last) return;
     using B = typename Net::template bound_at<i>;
     T* dw = B::weight_count ? params_grad(plan::weight_offset[i]) : nullptr;
     T* db = B::bias_count ? params_grad(plan::bias_offset[i]) : nullptr;

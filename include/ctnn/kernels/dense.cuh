@@ -1,0 +1,202 @@
+#pragma once
+// Dense on the device. Forward and the input gradient through cuBLAS (FP32 cublasSgemm, default math
+// mode, so no TF32); the bias by a fill kernel before the forward GEMM (beta = 1). The weight and
+// bias gradients by default through ctnn's own two-stage reduction (kernel_dense_backward_weights +
+// sum_partials), deterministic by construction and measured faster on an H100 than cuBLAS for
+// LeNet-5's shapes (cuBLAS picked a 31 µs kernel for the 84 × 10 × 256 dW of fc3 at batch 256);
+// DenseGrad::cublas selects the cuBLAS GEMM + column-sum kernel instead. The handle must already be
+// bound to ctx.stream (the network driver calls cublasSetStream).
+//
+// Row-major arrays seen by column-major cuBLAS: a row-major r × c matrix is a column-major c × r
+// matrix with leading dimension c, i.e. its transpose. With W [N][I], x [B][I], y [B][N]:
+//   Wc  = W  as column-major I × N (ld I),   Wc(i, n) = W[n][i]
+//   Xc  = x  as column-major I × B (ld I),   Xc(i, b) = x[b][i]
+//   Yc  = y  as column-major N × B (ld N),   Yc(n, b) = y[b][n]   (dy alike)
+//   forward   Yc  (N × B) = Wcᵀ · Xc        -> gemm(T, N, m=N, n=B, k=I, A=W ld I, B=x ld I, C=y ld N)
+//   weights   dWc (I × N) = Xc · dYcᵀ       -> gemm(N, T, m=I, n=N, k=B, A=x ld I, B=dy ld N, C=dW ld I)
+//             (dWc(i, n) = Σ_b x[b][i]·dy[b][n] = dW[n][i]: the row-major [N][I] gradient)
+//   data      dXc (I × B) = Wc · dYc        -> gemm(N, N, m=I, n=B, k=N, A=W ld I, B=dy ld N, C=dx ld I)
+#include <cstddef>
+
+#include "../core/cuda_context.hpp"
+#include "../layers/dense.hpp"
+#include "launch.cuh"
+#include "reduce.cuh"
+
+namespace ctnn {
+
+// How Dense computes dW and db (see above).
+enum class DenseGrad { reduction, cublas };
+
+namespace kernels {
+
+inline constexpr int dense_threads = 256;
+
+// y[b][n] = bias[n], before the forward GEMM accumulates W·x onto it (beta = 1).
+template <int N>
+__global__ void __launch_bounds__(dense_threads)
+kernel_dense_fill_bias(const float* __restrict__ bias,  // [N]
+                       float* __restrict__ y,           // [batch][N]
+                       std::size_t count)               // batch·N
+{
+  // Preconditions
+  static_assert(N > 0, "at least one unit");
+  const std::size_t i = std::size_t(blockIdx.x) * dense_threads + threadIdx.x;
+  if (i < count) y[i] = bias[i % N];
+}
+
+// db[n] = Σ_b dy[b][n], deterministic. A block owns 32 columns; warp r sums rows r, r + 32, ...
+// (lanes read 32 consecutive floats of a row), then lane n of warp 0 adds the 32 warp sums in order.
+inline constexpr int colsum_rows = 32;  // warps per block
+
+template <int N>
+__global__ void __launch_bounds__(32 * colsum_rows)
+kernel_column_sums(const float* __restrict__ dy,  // [batch][N]
+                   float* __restrict__ db,        // [N]
+                   int batch)
+{
+  // Preconditions
+  static_assert(N > 0, "at least one column");
+  __shared__ float part_s[colsum_rows][32];
+  const int lane = threadIdx.x % 32, r = threadIdx.x / 32;
+  const int n = blockIdx.x * 32 + lane;
+  float acc = 0.f;
+  if (n < N) {
+#pragma unroll 8
+    for (int b = r; b < batch; b += colsum_rows) acc += dy[std::size_t(b) * N + n];
+  }
+  part_s[r][lane] = acc;
+  __syncthreads();
+  if (r == 0 && n < N) {
+    float total = part_s[0][lane];
+#pragma unroll
+    for (int k = 1; k < colsum_rows; ++k) total += part_s[k][lane];
+    db[n] = total;
+  }
+}
+
+// dW [N][I] and db [N], stage 1 of 2: with the bias as one more input column that is all ones
+// (k = I), block (kt, nt, chunk) sums x[b][k]·dy[b][n] over the `rows` samples of its chunk for its
+// `threads` columns k (one per thread, coalesced loads of x) and `tn` rows n (dy staged in shared
+// memory, read as broadcasts). With one chunk it writes dW and db directly; otherwise partials
+// [chunk][E] (dW then db, as for Conv) that sum_partials adds in a fixed order.
+template <int N, int I>
+struct DenseWgrad {
+  static constexpr int threads = 128;
+  static constexpr int kcols = I + 1;
+  static constexpr int k_tiles = ceil_div(kcols, threads);
+  static constexpr int tn = ceil_div(N, ceil_div(N, 8));  // rows per thread: at most 8, balanced
+  static constexpr int n_tiles = ceil_div(N, tn);
+  static constexpr int rows = 64;                         // samples per chunk
+  static constexpr int E = N * kcols;
+  static constexpr int chunks(int batch) { return ceil_div(batch > 0 ? batch : 1, rows); }
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    return chunks(max_batch) > 1 ? std::size_t(chunks(max_batch)) * E : 0;
+  }
+};
+
+template <int N, int I>
+__global__ void __launch_bounds__(DenseWgrad<N, I>::threads)
+kernel_dense_backward_weights(const float* __restrict__ x,   // [batch][I]
+                              const float* __restrict__ dy,  // [batch][N]
+                              float* __restrict__ partials,  // [gridDim.z][E], used when gridDim.z > 1
+                              float* __restrict__ dw,        // [N][I], written when gridDim.z == 1
+                              float* __restrict__ db,        // [N], likewise
+                              int batch)
+{
+  using Cfg = DenseWgrad<N, I>;
+  constexpr int TN = Cfg::tn, ROWS = Cfg::rows;
+  // Preconditions
+  static_assert(N > 0 && I > 0, "at least one unit and one input");
+  static_assert(TN >= 1 && TN <= 8 && Cfg::n_tiles * TN >= N, "row tiles cover N");
+
+  __shared__ __align__(16) float dy_s[ROWS * TN];  // (ROWS, TN)
+  const int k = int(blockIdx.x) * Cfg::threads + threadIdx.x;
+  const int n0 = int(blockIdx.y) * TN, b0 = int(blockIdx.z) * ROWS;
+  const int count = min_of(ROWS, batch - b0);
+  for (int e = threadIdx.x; e < ROWS * TN; e += Cfg::threads) {
+    const int r = e / TN, j = e % TN;
+    dy_s[e] = (r < count && n0 + j < N) ? dy[std::size_t(b0 + r) * N + n0 + j] : 0.f;
+  }
+  __syncthreads();
+  if (k > I) return;  // no barrier follows
+
+  float acc[TN];
+#pragma unroll
+  for (int j = 0; j < TN; ++j) acc[j] = 0.f;
+  const float* xk = x + std::size_t(b0) * I + k;
+#pragma unroll 8
+  for (int r = 0; r < count; ++r) {
+    const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
+    float d[TN];
+    load_shared(dy_s + r * TN, d);
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[j] = fmaf(v, d[j], acc[j]);
+  }
+
+  const bool direct = gridDim.z == 1;
+  float* out_w = direct ? dw : partials + std::size_t(blockIdx.z) * Cfg::E;  // [N][I]
+  float* out_b = direct ? db : partials + std::size_t(blockIdx.z) * Cfg::E + N * I;  // [N]
+#pragma unroll
+  for (int j = 0; j < TN; ++j) {
+    const int n = n0 + j;
+    if (n >= N) continue;
+    if (k < I) out_w[n * I + k] = acc[j];
+    else out_b[n] = acc[j];
+  }
+}
+
+}  // namespace kernels
+
+template <int N, class In>
+struct cuda_layer<Dense<N>, In> {
+  using bound = typename Dense<N>::template bind<In>;
+  static constexpr int I = bound::I;
+  using Wg = kernels::DenseWgrad<N, I>;
+  // Partials of the dW/db reduction (none when the batch fits one chunk).
+  static constexpr std::size_t workspace_floats(int max_batch) { return Wg::workspace_floats(max_batch); }
+
+  static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+                      int batch) {
+    kernels::check_batch(batch, "Dense forward");
+    const std::size_t count = std::size_t(batch) * N;
+    kernels::kernel_dense_fill_bias<N><<<kernels::grid_for(count, kernels::dense_threads),
+                                         kernels::dense_threads, 0, ctx.stream>>>(b, y, count);
+    CTNN_CHECK_LAUNCH();
+    const float one = 1.f;
+    CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, N, batch, I, &one, w, I, x, I, &one,
+                                  y, N));
+  }
+
+  template <DenseGrad How>
+  static void backward_with(const CudaContext& ctx, const float* w, const float* x, const float*,
+                            const float* dy, float* dx, float* dw, float* db, int batch) {
+    kernels::check_batch(batch, "Dense backward");
+    const float one = 1.f, zero = 0.f;
+    if constexpr (How == DenseGrad::reduction) {
+      const int chunks = Wg::chunks(batch);
+      if (chunks > 1) kernels::check_workspace(ctx, std::size_t(chunks) * Wg::E, "Dense backward", batch);
+      const dim3 grid(Wg::k_tiles, Wg::n_tiles, unsigned(chunks));
+      kernels::kernel_dense_backward_weights<N, I>
+          <<<grid, Wg::threads, 0, ctx.stream>>>(x, dy, ctx.workspace, dw, db, batch);
+      CTNN_CHECK_LAUNCH();
+      if (chunks > 1) kernels::sum_partials(ctx.stream, ctx.workspace, chunks, Wg::E, N * I, dw, db);
+    } else {
+      CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, I, N, batch, &one, x, I, dy, N,
+                                    &zero, dw, I));
+      kernels::kernel_column_sums<N><<<kernels::grid_for(std::size_t(N), 32), 32 * kernels::colsum_rows, 0,
+                                       ctx.stream>>>(dy, db, batch);
+      CTNN_CHECK_LAUNCH();
+    }
+    if (dx)
+      CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_N, I, batch, N, &one, w, I, dy, N,
+                                    &zero, dx, I));
+  }
+
+  static void backward(const CudaContext& ctx, const float* w, const float* x, const float* y,
+                       const float* dy, float* dx, float* dw, float* db, int batch) {
+    backward_with<DenseGrad::reduction>(ctx, w, x, y, dy, dx, dw, db, batch);
+  }
+};
+
+}  // namespace ctnn

@@ -1,0 +1,63 @@
+#pragma once
+// Helpers shared by the kernels' launchers: integer rounding, 1-D grids, and the run-time checks a
+// launcher makes before it enqueues anything (batch range, workspace size, pointer alignment).
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "../core/cuda_context.hpp"
+
+namespace ctnn::kernels {
+
+template <class T>
+constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+template <class T>
+constexpr T round_up(T a, T b) { return ceil_div(a, b) * b; }
+template <class T>
+constexpr T min_of(T a, T b) { return a < b ? a : b; }
+template <class T>
+constexpr T max_of(T a, T b) { return a < b ? b : a; }
+template <class T>
+constexpr T clamp_to(T v, T lo, T hi) { return v < lo ? lo : (hi < v ? hi : v); }
+// Smallest power of two >= v (v >= 1).
+constexpr int pow2_at_least(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Static shared memory a block may use without opting in (48 KB), in floats.
+inline constexpr int smem_limit_floats = 48 * 1024 / 4;
+
+// Blocks for n work items of `per_block` each; throws when the grid would not fit in gridDim.x.
+inline unsigned grid_for(std::size_t n, std::size_t per_block) {
+  const std::size_t blocks = ceil_div<std::size_t>(n, per_block);
+  if (blocks > std::size_t(std::numeric_limits<int>::max()))
+    throw std::invalid_argument("ctnn: " + std::to_string(n) + " work items need " +
+                                std::to_string(blocks) + " blocks, more than a grid holds");
+  return unsigned(blocks == 0 ? 1 : blocks);
+}
+
+inline bool aligned_to(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+inline void check_batch(int batch, const char* layer) {
+  if (batch < 1)
+    throw std::invalid_argument(std::string("ctnn: ") + layer + ": batch must be at least 1, got " +
+                                std::to_string(batch));
+}
+
+// The layer's scratch must fit in the context's workspace (the driver sizes it as the largest
+// cuda_layer<...>::workspace_floats over the network's layers).
+inline void check_workspace(const CudaContext& ctx, std::size_t need, const char* layer, int batch) {
+  if (need > 0 && (ctx.workspace == nullptr || ctx.workspace_floats < need))
+    throw std::invalid_argument(std::string("ctnn: ") + layer + " at batch " + std::to_string(batch) +
+                                " needs a workspace of " + std::to_string(need) +
+                                " floats, but the CudaContext provides " +
+                                std::to_string(ctx.workspace ? ctx.workspace_floats : 0));
+}
+
+}  // namespace ctnn::kernels

@@ -1,0 +1,187 @@
+#pragma once
+// Max and average pooling on the device, mirroring layers/pool.hpp: max ignores padded positions and
+// sends the gradient to the first maximum of its window in row-major order; average divides by K·K,
+// padding included. Backward is a gather (each thread one input element, over the windows that
+// cover it, in the host's (oy, ox) order), so there are no atomics and the result equals the host's
+// float accumulation bit for bit. When the windows tile the input exactly (stride K, no padding, K
+// divides H and W: LeNet-5's pools), each thread instead takes one window and writes its K·K
+// gradients, finding the window's maximum once instead of once per element.
+#include <cmath>
+#include <cstddef>
+
+#include "../core/cuda_context.hpp"
+#include "../layers/pool.hpp"
+#include "launch.cuh"
+
+namespace ctnn {
+namespace kernels {
+
+template <int H_, int W_, int K_, int S_, int P_>
+struct PoolDims {
+  static constexpr int H = H_, W = W_, K = K_, S = S_, P = P_;
+  static constexpr int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+  static constexpr int HW = H * W, OHW = OH * OW;
+  static constexpr bool valid = H > 0 && W > 0 && K > 0 && S > 0 && P >= 0 && 2 * P <= K &&
+                                K <= H + 2 * P && K <= W + 2 * P;
+  // Every input element lies in exactly one window.
+  static constexpr bool tiled = S == K && P == 0 && H % K == 0 && W % K == 0;
+};
+
+inline constexpr int pool_threads = 256;
+
+// Index (iy·W + ix) of the first maximum of window (oy, ox) of one plane, or -1 if all of it is padding.
+template <class G>
+__device__ __forceinline__ int pool_argmax(const float* __restrict__ plane, int oy, int ox) {
+  int best = -1;
+  float best_v = 0.f;
+#pragma unroll
+  for (int ky = 0; ky < G::K; ++ky) {
+    const int iy = oy * G::S - G::P + ky;
+    if (iy < 0 || iy >= G::H) continue;
+#pragma unroll
+    for (int kx = 0; kx < G::K; ++kx) {
+      const int ix = ox * G::S - G::P + kx;
+      if (ix < 0 || ix >= G::W) continue;
+      const float v = plane[iy * G::W + ix];
+      if (best < 0 || v > best_v) best = iy * G::W + ix, best_v = v;
+    }
+  }
+  return best;
+}
+
+template <PoolKind Kind, class G>
+__global__ void __launch_bounds__(pool_threads)
+kernel_pool_forward(const float* __restrict__ x,  // [planes][H][W], planes = batch·C
+                    float* __restrict__ y,        // [planes][OH][OW]
+                    std::size_t outputs)          // planes·OH·OW
+{
+  // Preconditions
+  static_assert(G::valid, "ctnn: invalid pooling geometry");
+  const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
+  if (i >= outputs) return;
+  const std::size_t plane = i / G::OHW;
+  const int pix = int(i % G::OHW), oy = pix / G::OW, ox = pix % G::OW;
+  const float* xp = x + plane * G::HW;
+  float acc = Kind == PoolKind::max ? -INFINITY : 0.f;
+#pragma unroll
+  for (int ky = 0; ky < G::K; ++ky) {
+    const int iy = oy * G::S - G::P + ky;
+    if (iy < 0 || iy >= G::H) continue;
+#pragma unroll
+    for (int kx = 0; kx < G::K; ++kx) {
+      const int ix = ox * G::S - G::P + kx;
+      if (ix < 0 || ix >= G::W) continue;
+      const float v = xp[iy * G::W + ix];
+      if constexpr (Kind == PoolKind::max) acc = v > acc ? v : acc;  // as the host: NaN never wins
+      else acc += v;
+    }
+  }
+  y[i] = Kind == PoolKind::max ? acc : acc / float(G::K * G::K);
+}
+
+template <PoolKind Kind, class G>
+__global__ void __launch_bounds__(pool_threads)
+kernel_pool_backward(const float* __restrict__ x,   // [planes][H][W]
+                     const float* __restrict__ dy,  // [planes][OH][OW]
+                     float* __restrict__ dx,        // [planes][H][W]
+                     std::size_t inputs)            // planes·H·W
+{
+  // Preconditions
+  static_assert(G::valid, "ctnn: invalid pooling geometry");
+  const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
+  if (i >= inputs) return;
+  const std::size_t plane = i / G::HW;
+  const int pos = int(i % G::HW), iy = pos / G::W, ix = pos % G::W;
+  // Windows covering (iy, ix): oy·S − P <= iy <= oy·S − P + K − 1, and the same for x.
+  const int ty = iy + G::P, tx = ix + G::P;
+  const int oy_lo = ty >= G::K ? (ty - G::K) / G::S + 1 : 0, oy_hi = min_of(ty / G::S, G::OH - 1);
+  const int ox_lo = tx >= G::K ? (tx - G::K) / G::S + 1 : 0, ox_hi = min_of(tx / G::S, G::OW - 1);
+  const float* xp = x + plane * G::HW;
+  const float* dyp = dy + plane * G::OHW;
+  float g = 0.f;
+  for (int oy = oy_lo; oy <= oy_hi; ++oy)
+    for (int ox = ox_lo; ox <= ox_hi; ++ox) {
+      if constexpr (Kind == PoolKind::max) {
+        if (pool_argmax<G>(xp, oy, ox) == pos) g += dyp[oy * G::OW + ox];
+      } else {
+        g += dyp[oy * G::OW + ox] / float(G::K * G::K);
+      }
+    }
+  dx[i] = g;
+}
+
+// Backward for windows that tile the input (G::tiled): thread i takes window i and writes its K·K
+// input gradients, each exactly once, as 0 + g like the host (which turns −0 into +0).
+template <PoolKind Kind, class G>
+__global__ void __launch_bounds__(pool_threads)
+kernel_pool_backward_tiled(const float* __restrict__ x,   // [planes][H][W]
+                           const float* __restrict__ dy,  // [planes][OH][OW]
+                           float* __restrict__ dx,        // [planes][H][W]
+                           std::size_t outputs)           // planes·OH·OW
+{
+  // Preconditions
+  static_assert(G::valid && G::tiled, "ctnn: the windows must tile the input");
+  const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
+  if (i >= outputs) return;
+  const std::size_t plane = i / G::OHW;
+  const int pix = int(i % G::OHW), oy = pix / G::OW, ox = pix % G::OW;
+  const float* xp = x + plane * G::HW;
+  float* dxp = dx + plane * G::HW;
+  const float g = dy[i];
+  const int best = Kind == PoolKind::max ? pool_argmax<G>(xp, oy, ox) : -1;
+#pragma unroll
+  for (int ky = 0; ky < G::K; ++ky)
+#pragma unroll
+    for (int kx = 0; kx < G::K; ++kx) {
+      const int at = (oy * G::K + ky) * G::W + ox * G::K + kx;
+      if constexpr (Kind == PoolKind::max) dxp[at] = at == best ? 0.f + g : 0.f;
+      else dxp[at] = 0.f + g / float(G::K * G::K);
+    }
+}
+
+}  // namespace kernels
+
+// Shared by Pool and AvgPool (distinct types, so each gets its own specialisation below).
+template <class Layer, class In>
+struct cuda_pooling {
+  using bound = typename Layer::template bind<In>;
+  using dims = kernels::PoolDims<bound::H, bound::W, Layer::kernel, Layer::stride, Layer::pad>;
+  static constexpr PoolKind kind = Layer::kind;
+  static_assert(dims::OH == bound::OH && dims::OW == bound::OW, "device and host agree on the shape");
+
+  static constexpr std::size_t workspace_floats(int) { return 0; }
+
+  static void forward(const CudaContext& ctx, const float*, const float*, const float* x, float* y,
+                      int batch) {
+    kernels::check_batch(batch, Layer::name);
+    const std::size_t outputs = std::size_t(batch) * bound::out_size;
+    kernels::kernel_pool_forward<kind, dims>
+        <<<kernels::grid_for(outputs, kernels::pool_threads), kernels::pool_threads, 0, ctx.stream>>>(
+            x, y, outputs);
+    CTNN_CHECK_LAUNCH();
+  }
+
+  static void backward(const CudaContext& ctx, const float*, const float* x, const float*,
+                       const float* dy, float* dx, float*, float*, int batch) {
+    kernels::check_batch(batch, Layer::name);
+    if (!dx) return;
+    constexpr int T = kernels::pool_threads;
+    if constexpr (dims::tiled) {
+      const std::size_t outputs = std::size_t(batch) * bound::out_size;
+      kernels::kernel_pool_backward_tiled<kind, dims>
+          <<<kernels::grid_for(outputs, T), T, 0, ctx.stream>>>(x, dy, dx, outputs);
+    } else {
+      const std::size_t inputs = std::size_t(batch) * bound::in_size;
+      kernels::kernel_pool_backward<kind, dims>
+          <<<kernels::grid_for(inputs, T), T, 0, ctx.stream>>>(x, dy, dx, inputs);
+    }
+    CTNN_CHECK_LAUNCH();
+  }
+};
+
+template <int K, class... Opts, class In>
+struct cuda_layer<Pool<K, Opts...>, In> : cuda_pooling<Pool<K, Opts...>, In> {};
+template <int K, class... Opts, class In>
+struct cuda_layer<AvgPool<K, Opts...>, In> : cuda_pooling<AvgPool<K, Opts...>, In> {};
+
+}  // namespace ctnn

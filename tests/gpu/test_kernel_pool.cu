@@ -1,0 +1,86 @@
+// Pooling kernels (kernels/pool.cuh) against the host reference Pooling::bind<In>::forward/backward on
+// fresh random inputs, outputs poisoned first. Max pooling and both backward passes must equal the
+// host bit for bit (selection, and float additions in the host's order); the average forward is a
+// float sum against the host's double sum. Some inputs are quantised to steps of 1/4, so windows hold
+// ties and the first-maximum rule is exercised.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <vector>
+
+#include <ctnn/kernels/pool.cuh>
+#include <ctnn/layers/pool.hpp>
+
+#include "kernel_test.hpp"
+
+using namespace ctnn;
+using namespace ctnn_test;
+
+namespace {
+
+template <class L, class In>
+void test_pool(Tally& t, const char* name, std::initializer_list<int> batches, std::uint64_t seed,
+               bool ties) {
+  using B = typename L::template bind<In>;
+  using Dev = cuda_layer<L, In>;
+  std::printf("== %s: %dx%dx%d -> %dx%dx%d, backward %s%s\n", name, B::C, B::H, B::W, B::C, B::OH, B::OW,
+              Dev::dims::tiled ? "per window" : "gather", ties ? " (quantised input: ties)" : "");
+  Stream stream;
+  const CudaContext ctx{stream.s, nullptr, nullptr, 0};
+  char what[160];
+  auto label = [&](int batch, const char* q) {
+    std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
+    return what;
+  };
+  for (const int batch : batches) {
+    const std::size_t nx = std::size_t(batch) * B::in_size, ny = std::size_t(batch) * B::out_size;
+    std::vector<float> x = random_vector(nx, seed + batch);
+    if (ties)
+      for (float& v : x) v = std::round(v * 4.f) / 4.f;
+    const std::vector<float> dy = random_vector(ny, seed + 1 + 3 * batch);
+    std::vector<float> y_ref(ny), dx_ref(nx);
+    B::template forward<float>(nullptr, nullptr, x.data(), y_ref.data(), batch);
+    B::template backward<float>(nullptr, x.data(), y_ref.data(), dy.data(), dx_ref.data(), nullptr, nullptr,
+                                batch);
+
+    DeviceBuffer<float> d_x(x), d_dy(dy), d_y(ny), d_dx(nx);
+    d_y.poison();
+    Dev::forward(ctx, nullptr, nullptr, d_x.ptr, d_y.ptr, batch);
+    stream.sync();
+    if constexpr (L::kind == PoolKind::max) t(same_bits(d_y.download(), y_ref, label(batch, "forward")));
+    else t(close_sum(d_y.download(), y_ref, label(batch, "forward"), 1e-5));
+
+    d_dx.poison();
+    Dev::backward(ctx, nullptr, d_x.ptr, d_y.ptr, d_dy.ptr, d_dx.ptr, nullptr, nullptr, batch);
+    stream.sync();
+    t(same_bits(d_dx.download(), dx_ref, label(batch, "backward dx")));
+  }
+}
+
+}  // namespace
+
+int main() {
+  require_cuda_device();
+  Tally t;
+  try {
+    // LeNet-5's two poolings.
+    test_pool<Pool<2>, Shape<6, 28, 28>>(t, "LeNet-5 pool1", {1, 37, 256}, 21, false);
+    test_pool<Pool<2>, Shape<16, 10, 10>>(t, "LeNet-5 pool2", {1, 37, 256}, 22, true);
+    // Stride != K, padding, odd non-square input.
+    test_pool<Pool<3, Stride<2>, Pad<1>>, Shape<3, 11, 9>>(t, "max 3 stride 2 pad 1", {1, 37, 64}, 23, true);
+    test_pool<AvgPool<3, Stride<2>, Pad<1>>, Shape<3, 11, 9>>(t, "avg 3 stride 2 pad 1", {1, 37, 64}, 24, false);
+    test_pool<AvgPool<2>, Shape<6, 28, 28>>(t, "avg 2", {1, 37, 256}, 25, false);
+    // Overlapping windows: an input element receives gradient from up to nine windows.
+    test_pool<Pool<3, Stride<1>>, Shape<2, 9, 12>>(t, "max 3 stride 1", {1, 37, 64}, 26, true);
+    test_pool<AvgPool<4, Stride<3>, Pad<2>>, Shape<5, 13, 10>>(t, "avg 4 stride 3 pad 2", {1, 37, 64}, 27, false);
+    // Stride K without padding on sizes K does not divide: the last row and column are in no window
+    // (gradient 0), so the per-window kernel does not apply.
+    test_pool<Pool<2>, Shape<3, 9, 11>>(t, "max 2 on odd sizes", {1, 37, 64}, 28, true);
+    test_pool<AvgPool<3>, Shape<2, 12, 9>>(t, "avg 3 per window", {1, 37, 64}, 29, false);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    t(false);
+  }
+  return t.summary();
+}
