@@ -1,6 +1,6 @@
 // lenet5: LeNet-5 on MNIST with ctnn's CUDA backend.
 //
-//   lenet5 train [--data DIR] [--epochs N] [--batch B] [--lr X] [--seed S] [--out FILE]
+//   lenet5 train [--data DIR] [--epochs N] [--batch B] [--lr X] [--schedule cosine|constant] [--seed S] [--out FILE]
 //   lenet5 eval --model FILE [--data DIR]
 //   lenet5 predict --model FILE [--show] IMAGE...
 //
@@ -56,6 +56,7 @@ constexpr const char* default_data = ".data/mnist";
 constexpr int default_epochs = 10;
 constexpr int default_batch = 64;
 constexpr float default_lr = 0.05f;
+constexpr const char* default_schedule = "cosine";
 constexpr std::uint64_t default_seed = 1;
 constexpr const char* default_out = "lenet5.safetensors";
 
@@ -125,6 +126,7 @@ struct TrainArgs {
   std::string data = default_data, out = default_out;
   int epochs = default_epochs, batch = default_batch;
   float lr = default_lr;
+  std::string schedule = default_schedule;
   std::uint64_t seed = default_seed;
 };
 
@@ -136,7 +138,7 @@ int train(const TrainArgs& a) {
   const ctnn::io::Dataset test_set = load_split(a.data, "t10k");
   std::cout << "training on " << train_set.count << " images, testing on " << test_set.count << "; "
             << a.epochs << (a.epochs == 1 ? " epoch" : " epochs") << ", batch " << a.batch
-            << ", learning rate " << a.lr << ", momentum 0.9, seed " << a.seed << "\n"
+            << ", learning rate " << a.lr << " (" << a.schedule << "), momentum 0.9, seed " << a.seed << "\n"
             << std::flush;
 
   Trainer trainer(a.seed);
@@ -144,6 +146,7 @@ int train(const TrainArgs& a) {
   opt.epochs = a.epochs;
   opt.batch = a.batch;
   opt.learning_rate = a.lr;
+  opt.schedule = a.schedule == "cosine" ? ctnn::LrSchedule::cosine : ctnn::LrSchedule::constant;
   opt.seed = a.seed;
   Progress progress;
   int epoch = 1;
@@ -259,6 +262,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--lr", t.lr, "learning rate (SGD, momentum 0.9)")
       ->capture_default_str()
       ->check(CLI::Range(1e-6f, 10.0f));
+  train_cmd->add_option("--schedule", t.schedule, "learning-rate schedule over the epochs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cosine", "constant"}));
   train_cmd->add_option("--seed", t.seed, "seed of the initial weights and of the shuffling")
       ->capture_default_str();
   train_cmd->add_option("--out", t.out, "where to save the trained model (safetensors)")

@@ -12,6 +12,7 @@
 // exactly in test_network.cu.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -203,6 +204,17 @@ void test_mnist() {
                      "\n     run scripts/fetch_mnist.sh (it puts MNIST into .data/mnist) and rerun");
     return;
   }
+  // Under compute-sanitizer (CTNN_QUICK set) a full epoch takes too long: train on a slice instead,
+  // which still runs every kernel and both step graphs (the slice leaves a partial last batch).
+  const bool quick = std::getenv("CTNN_QUICK") != nullptr;
+  if (quick) {
+    train.count = 3000 + 37;
+    train.pixels.resize(train.count * train.rows * train.cols);
+    train.labels.resize(train.count);
+    test.count = 1000;
+    test.pixels.resize(test.count * test.rows * test.cols);
+    test.labels.resize(test.count);
+  }
   Trainer<LeNet5, ctnn::cuda, 256> trainer(1);
   TrainOptions opt;
   opt.epochs = 1;
@@ -217,7 +229,10 @@ void test_mnist() {
   const EpochStats& s = history[0];
   std::printf("MNIST epoch: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.3f s (%.0f images/s)\n",
               s.loss, 100 * s.train_accuracy, 100 * s.test_accuracy, s.seconds, s.images_per_second);
-  check(s.test_accuracy >= 0.97, "MNIST: LeNet-5 after one epoch classifies >= 97% of the test set");
+  if (quick)
+    check(s.test_accuracy >= 0.80, "MNIST (quick slice): LeNet-5 after one epoch on 3,037 images classifies >= 80%");
+  else
+    check(s.test_accuracy >= 0.97, "MNIST: LeNet-5 after one epoch classifies >= 97% of the test set");
   const Evaluation e = trainer.evaluate(test);
   check(e.count == test.count && e.accuracy == s.test_accuracy,
         "MNIST: evaluate after fit gives the accuracy fit reported (" + std::to_string(e.accuracy) + ")");

@@ -23,10 +23,13 @@
 //   correct    MaxBatch int32            per-sample 1/0: argmax equals the label
 //   indices    MaxBatch uint32           the current batch's sample indices (the training step
 //                                        gathers through them)
+//   hyper      2 floats                  {learning rate, momentum} read by the captured SGD update,
+//                                        so a schedule can change them between graph launches
 //
 // The parameter padding between tensors (plan alignment) is zero in params, grads and momentum and
 // stays zero: the layers never write it and SGD maps zero to zero.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -107,7 +110,8 @@ class CudaNetwork {
   static constexpr std::size_t correct_at = loss_at + detail::align_bytes(MaxBatch * sizeof(float));
   static constexpr std::size_t indices_at = correct_at + detail::align_bytes(MaxBatch * sizeof(std::int32_t));
   // Total device memory of the arena (for the model card).
-  static constexpr std::size_t arena_bytes = indices_at + detail::align_bytes(MaxBatch * sizeof(std::uint32_t));
+  static constexpr std::size_t hyper_at = indices_at + detail::align_bytes(MaxBatch * sizeof(std::uint32_t));
+  static constexpr std::size_t arena_bytes = hyper_at + detail::align_bytes(2 * sizeof(float));
 
   // Parameters from init_parameters<Net>(seed) on the host, so that the host backend starts from the
   // same weights for the same seed. Throws ctnn::cuda_error when there is no CUDA device.
@@ -151,6 +155,14 @@ class CudaNetwork {
   float* loss() { return region<float>(loss_at); }
   std::int32_t* correct() { return region<std::int32_t>(correct_at); }
   std::uint32_t* indices() { return region<std::uint32_t>(indices_at); }
+  const float* hyper() { return region<float>(hyper_at); }
+  // Enqueues new SGD hyper-parameters for the steps enqueued after this call.
+  void set_hyper(float learning_rate, float momentum) {
+    hyper_host_ = {learning_rate, momentum};
+    // From pageable memory the copy is staged before the call returns, so hyper_host_ may change.
+    CTNN_CUDA_CHECK(cudaMemcpyAsync(region<float>(hyper_at), hyper_host_.data(), sizeof(hyper_host_),
+                                    cudaMemcpyHostToDevice, ctx_.stream));
+  }
   // Activation i (0 = input, i = output of layer i-1) and its gradient; room for MaxBatch samples.
   float* activation(std::size_t i) { return region<float>(acts_at) + plan::act_offset(i, MaxBatch); }
   float* activation_grad(std::size_t i) { return region<float>(act_grads_at) + plan::act_offset(i, MaxBatch); }
@@ -273,6 +285,7 @@ class CudaNetwork {
   }
 
   CudaContext ctx_{};
+  std::array<float, 2> hyper_host_{};
   std::byte* arena_ = nullptr;
 };
 

@@ -169,6 +169,7 @@ class Trainer<Net, cuda, MaxBatch> {
     std::vector<EpochStats> history;
     for (int epoch = 1; epoch <= options.epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
+      net_.set_hyper(options.learning_rate_at(epoch), options.momentum);  // read by the captured SGD
       kernels::shuffle_indices(stream, data.order(), n, options.seed, std::uint64_t(epoch), data.shuffle_buffers());
       for (std::size_t done = 0; done < n;) {
         const int batch = int(std::min<std::size_t>(std::size_t(full), n - done));
@@ -280,7 +281,7 @@ class Trainer<Net, cuda, MaxBatch> {
     net_.backward(batch);
     if (update)
       kernels::sgd_momentum(s, net_.params(), net_.momentum(), net_.grads(), plan::param_floats, o.learning_rate,
-                            o.momentum);
+                            o.momentum, net_.hyper());
     copy(data.loss() + offset, net_.loss(), b * sizeof(float), &StepGraph::loss);
     copy(data.correct() + offset, net_.correct(), b * sizeof(std::int32_t), &StepGraph::correct);
   }

@@ -77,6 +77,7 @@ class Trainer<Net, host, MaxBatch> {
     for (int epoch = 1; epoch <= options.epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       const std::vector<std::size_t> order = epoch_order(train.count, options.seed, epoch);
+      const float learning_rate = options.learning_rate_at(epoch);
       double loss_sum = 0;
       std::size_t correct = 0;
       for (std::size_t done = 0; done < train.count;) {
@@ -86,7 +87,7 @@ class Trainer<Net, host, MaxBatch> {
         const CrossEntropy ce = softmax_cross_entropy<classes>(net_.activation(L - 1, batch),
                                                                labels_.data(), batch, dlogits_.data());
         net_.backward(dlogits_.data(), batch, L - 2);  // below the Softmax: dlogits is ŷ − y
-        sgd_.step(net_.params(), net_.grads(), options.learning_rate, options.momentum);
+        sgd_.step(net_.params(), net_.grads(), learning_rate, options.momentum);
         loss_sum += ce.loss * batch;
         correct += ce.correct;
         done += std::size_t(batch);

@@ -10,6 +10,7 @@
 // pixels, normalised on the fly as (x/255 − mean)/std. A run-time batch may be any size from 1 to
 // MaxBatch; the last, partial batch of an epoch is trained on. Parameters are in BufferPlan layout
 // (PyTorch's tensor layouts, each tensor at its plan offset).
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -32,15 +33,29 @@ struct EpochStats {
   double images_per_second = 0;
 };
 
+// How the learning rate changes from epoch to epoch.
+enum class LrSchedule {
+  constant,  // learning_rate throughout
+  cosine,    // epoch e of E (1-based): learning_rate · (1 + cos(π·(e−1)/E)) / 2
+};
+
 struct TrainOptions {
   int epochs = 1;
   int batch = 64;                // 1..MaxBatch
   float learning_rate = 0.01f;
+  LrSchedule schedule = LrSchedule::constant;
   float momentum = 0.9f;
   std::uint64_t seed = 1;        // shuffling
   float mean = 0.1307f, std = 0.3081f;  // normalisation (MNIST's)
   std::function<void(const EpochStats&)> on_epoch;                // optional
   std::function<void(std::size_t done, std::size_t total)> on_batch;  // optional progress
+
+  // The learning rate of epoch `epoch` (1-based) under the schedule.
+  float learning_rate_at(int epoch) const {
+    if (schedule == LrSchedule::constant || epochs <= 1) return learning_rate;
+    const double pi = 3.141592653589793;
+    return float(learning_rate * 0.5 * (1.0 + std::cos(pi * double(epoch - 1) / double(epochs))));
+  }
 };
 
 struct Evaluation {
