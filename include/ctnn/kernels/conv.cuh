@@ -244,7 +244,10 @@ kernel_conv_forward_gemm(const float* __restrict__ w,  // [Out][C·K·K]
 // k tile, while the direct kernel reads every input value once per block from shared memory and
 // reuses it for all its output channels. Wider layers (Out >= 32 and C·K·K >= 64) reuse each loaded
 // value TM·TN times in registers, which the direct kernel cannot. Both orders of summation are the
-// same (bias, then taps in (c, ky, kx) order), so the rule changes speed only.
+// same (bias, then taps in (c, ky, kx) order), so the rule changes speed only (the tests see the same
+// bits from both). Measured on an H100, µs per call at batch 64 / 256 / 1024 (CUDA-graph replay):
+//   conv1  direct 3.2 / 6.2 / 18.4    implicit GEMM 6.3 / 18.1 / 63.8
+//   conv2  direct 5.5 / 13.1 / 44.4   implicit GEMM 23.2 / 25.5 / 61.3
 template <class G>
 constexpr ConvAlgo conv_forward_rule() {
   if (!ConvDirect<G>::fits) return ConvAlgo::implicit_gemm;

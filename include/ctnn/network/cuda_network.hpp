@@ -14,7 +14,7 @@
 //                                        batch uses the front of each slot.
 //   act_grads  same plan as acts         gradient of the loss with respect to each activation
 //   workspace  layer scratch             max over layers of cuda_layer::workspace_floats(MaxBatch)
-//                                        and plan::workspace_floats(MaxBatch)
+//                                        (the device kernels need no im2col buffer)
 //   cublas     32 MiB                    handed to cublasSetWorkspace, so that cuBLAS never
 //                                        allocates (not even during graph capture); 32 MiB is
 //                                        NVIDIA's recommendation for Hopper
@@ -85,7 +85,7 @@ class CudaNetwork {
  private:
   template <std::size_t... I>
   static constexpr std::size_t max_layer_workspace(std::index_sequence<I...>) {
-    std::size_t m = plan::workspace_floats(std::size_t(MaxBatch));
+    std::size_t m = 0;
     ((m = std::max(m, std::size_t(layer_kernels<I>::workspace_floats(MaxBatch)))), ...);
     return align_floats(m);
   }
