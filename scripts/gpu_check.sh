@@ -47,12 +47,13 @@ for stage in $stages; do
         done
       done ;;
     sweep)
-      for cfg in ${SWEEP:-"0.05 12 64" "0.02 12 64" "0.1 12 128"}; do
-        read -r lr epochs batch <<<"$cfg"
+      IFS='|' read -ra configs <<<"${SWEEP:-0.05 12 64|0.02 12 64}"   # "lr epochs batch [weight-decay]|..."
+      for cfg in "${configs[@]}"; do
+        read -r lr epochs batch wd <<<"$cfg"
         for seed in 1 2 3; do
-          acc=$("$build/examples/lenet5/lenet5" train --data "$data" --lr "$lr" --epochs "$epochs" --batch "$batch" \
+          acc=$("$build/examples/lenet5/lenet5" train --data "$data" --lr "$lr" --epochs "$epochs" --batch "$batch" --weight-decay "${wd:-0}" \
                   --seed "$seed" --out "$out/sweep.safetensors" 2>/dev/null | grep -E '^epoch' | tail -1)
-          echo "lr $lr epochs $epochs batch $batch seed $seed: $acc"
+          echo "lr $lr epochs $epochs batch $batch wd ${wd:-0} seed $seed: $acc"
         done
       done | tee "$out/sweep.log" ;;
     seeds)

@@ -1,6 +1,7 @@
 // lenet5: LeNet-5 on MNIST with ctnn's CUDA backend.
 //
-//   lenet5 train [--data DIR] [--epochs N] [--batch B] [--lr X] [--schedule cosine|constant] [--seed S] [--out FILE]
+//   lenet5 train [--data DIR] [--epochs N] [--batch B] [--lr X] [--schedule cosine|constant]
+//                [--weight-decay L] [--seed S] [--out FILE]
 //   lenet5 eval --model FILE [--data DIR]
 //   lenet5 predict --model FILE [--show] IMAGE...
 //
@@ -57,6 +58,7 @@ constexpr int default_epochs = 10;
 constexpr int default_batch = 64;
 constexpr float default_lr = 0.05f;
 constexpr const char* default_schedule = "cosine";
+constexpr float default_weight_decay = 5e-4f;
 constexpr std::uint64_t default_seed = 1;
 constexpr const char* default_out = "lenet5.safetensors";
 
@@ -127,6 +129,7 @@ struct TrainArgs {
   int epochs = default_epochs, batch = default_batch;
   float lr = default_lr;
   std::string schedule = default_schedule;
+  float weight_decay = default_weight_decay;
   std::uint64_t seed = default_seed;
 };
 
@@ -138,7 +141,8 @@ int train(const TrainArgs& a) {
   const ctnn::io::Dataset test_set = load_split(a.data, "t10k");
   std::cout << "training on " << train_set.count << " images, testing on " << test_set.count << "; "
             << a.epochs << (a.epochs == 1 ? " epoch" : " epochs") << ", batch " << a.batch
-            << ", learning rate " << a.lr << " (" << a.schedule << "), momentum 0.9, seed " << a.seed << "\n"
+            << ", learning rate " << a.lr << " (" << a.schedule << "), momentum 0.9, weight decay "
+            << a.weight_decay << ", seed " << a.seed << "\n"
             << std::flush;
 
   Trainer trainer(a.seed);
@@ -147,6 +151,7 @@ int train(const TrainArgs& a) {
   opt.batch = a.batch;
   opt.learning_rate = a.lr;
   opt.schedule = a.schedule == "cosine" ? ctnn::LrSchedule::cosine : ctnn::LrSchedule::constant;
+  opt.weight_decay = a.weight_decay;
   opt.seed = a.seed;
   Progress progress;
   int epoch = 1;
@@ -265,6 +270,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--schedule", t.schedule, "learning-rate schedule over the epochs")
       ->capture_default_str()
       ->check(CLI::IsMember({"cosine", "constant"}));
+  train_cmd->add_option("--weight-decay", t.weight_decay, "L2 weight decay added to the gradient")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
   train_cmd->add_option("--seed", t.seed, "seed of the initial weights and of the shuffling")
       ->capture_default_str();
   train_cmd->add_option("--out", t.out, "where to save the trained model (safetensors)")

@@ -75,6 +75,16 @@ TEST_CASE("SGD with momentum: v = mu v + g, p -= lr v", "[training][sgd]") {
   CHECK_THROWS_WITH(sgd.step(wrong, gf, 0.5f, 0.5f), Contains("expected 2"));
 }
 
+TEST_CASE("SGD weight decay adds lambda p to the gradient", "[training][sgd]") {
+  std::vector<double> p{2, -4}, v(2, 0);
+  const std::vector<double> g{0.5, 0.5};
+  sgd_momentum_step(p.data(), g.data(), v.data(), 2, 0.1, 0.9, 0.25);  // g' = 1, -0.5
+  CHECK(v[0] == Approx(1.0));
+  CHECK(v[1] == Approx(-0.5));
+  CHECK(p[0] == Approx(1.9));
+  CHECK(p[1] == Approx(-3.95));
+}
+
 TEST_CASE("normalize_pixel: (x/255 - mean)/std", "[training]") {
   CHECK(normalize_pixel(0, 0.5f, 0.25f) == Approx(-2.0));
   CHECK(normalize_pixel(255, 0.5f, 0.25f) == Approx(2.0));

@@ -3,6 +3,7 @@
 //
 // A layer type L (Conv<6,5>, ReLU, ...) derives from layer_tag and provides
 //   static constexpr const char* name;
+//   static std::string label();          // readable, with its settings: "Conv 6@5x5 pad 2"
 //   template <class In> static constexpr bool check();
 //       The layer's shape rules for input shape In, as static_asserts whose messages start "ctnn:".
 //       Returns whether all rules hold. Rules are chained (each assert is vacuous once an earlier one

@@ -15,13 +15,14 @@ template <template <int> class Opt, int V> inline constexpr bool is_option_v<Opt
 template <template <int> class Opt, class... Opts>
 inline constexpr int option_count = (0 + ... + (is_option_v<Opt, Opts> ? 1 : 0));
 
+// Matched by pattern rather than by reading First::value, so that an unknown option (a type without
+// ::value) costs no error here: the layer's "unknown option" rule reports it, alone.
 template <template <int> class Opt, int Default, class... Opts>
 struct option_value { static constexpr int value = Default; };
 template <template <int> class Opt, int Default, class First, class... Rest>
-struct option_value<Opt, Default, First, Rest...> {
-  static constexpr int value = is_option_v<Opt, First> ? First::value
-                                                       : option_value<Opt, Default, Rest...>::value;
-};
+struct option_value<Opt, Default, First, Rest...> : option_value<Opt, Default, Rest...> {};
+template <template <int> class Opt, int Default, int V, class... Rest>
+struct option_value<Opt, Default, Opt<V>, Rest...> { static constexpr int value = V; };
 }  // namespace detail
 
 // Value of option Opt among Opts..., or Default when absent.

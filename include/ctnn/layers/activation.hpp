@@ -2,6 +2,7 @@
 // Element-wise activations ReLU, Sigmoid, Tanh. Their derivatives are written in terms of the output
 // y, so backward needs no copy of the input.
 #include <cmath>
+#include <string>
 
 #include "../core/layer.hpp"
 
@@ -10,6 +11,7 @@ namespace ctnn {
 template <class Fn>
 struct Activation : layer_tag, no_params {
   static constexpr const char* name = Fn::name;
+  static std::string label() { return name; }
 
   template <class In>
   static constexpr bool check() { return true; }

@@ -2,6 +2,7 @@
 // Conv<Out, K, Opts...>: 2-D convolution (cross-correlation, as PyTorch), square K×K kernel,
 // options Stride<S>, Pad<P> (zero padding), Dilation<D>. Weight [Out][C][K][K], bias [Out].
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "../core/layer.hpp"
@@ -16,6 +17,15 @@ struct Conv : layer_tag {
   static constexpr int stride = option_v<Stride, 1, Opts...>;
   static constexpr int pad = option_v<Pad, 0, Opts...>;
   static constexpr int dilation = option_v<Dilation, 1, Opts...>;
+
+  // "Conv 6@5x5 pad 2": options only where they differ from the defaults.
+  static std::string label() {
+    std::string s = "Conv " + std::to_string(Out) + "@" + std::to_string(K) + "x" + std::to_string(K);
+    if (stride != 1) s += " stride " + std::to_string(stride);
+    if (pad != 0) s += " pad " + std::to_string(pad);
+    if (dilation != 1) s += " dilation " + std::to_string(dilation);
+    return s;
+  }
 
   template <class In>
   static constexpr bool check() {

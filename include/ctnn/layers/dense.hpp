@@ -1,6 +1,7 @@
 #pragma once
 // Dense<N>: fully connected, y = W·x + b over the flattened input (C,H,W order, as PyTorch).
 // Weight [N][In], bias [N].
+#include <string>
 #include <vector>
 
 #include "../core/layer.hpp"
@@ -11,6 +12,8 @@ template <int N>
 struct Dense : layer_tag {
   static constexpr const char* name = "Dense";
   static constexpr int units = N;
+
+  static std::string label() { return "Dense " + std::to_string(N); }
 
   template <class In>
   static constexpr bool check() {

@@ -4,6 +4,7 @@
 // the first maximum in row-major window order; average pooling counts padded zeros in the divisor
 // (PyTorch's count_include_pad=True).
 #include <limits>
+#include <string>
 
 #include "../core/layer.hpp"
 #include "../core/options.hpp"
@@ -20,6 +21,14 @@ struct Pooling : layer_tag, no_params {
   static constexpr int stride = option_v<Stride, K, Opts...>;
   static constexpr int pad = option_v<Pad, 0, Opts...>;
 
+  // "MaxPool 2x2", "AvgPool 3x3 stride 1 pad 1": options only where they differ from the defaults.
+  static std::string label() {
+    std::string s = std::string(name) + " " + std::to_string(K) + "x" + std::to_string(K);
+    if (stride != K) s += " stride " + std::to_string(stride);
+    if (pad != 0) s += " pad " + std::to_string(pad);
+    return s;
+  }
+
   template <class In>
   static constexpr bool check() {
     constexpr bool known = (is_pool_option_v<Opts> && ...);
@@ -28,7 +37,8 @@ struct Pooling : layer_tag, no_params {
     static_assert(unique, "ctnn: a pooling option is given twice");
     constexpr bool ok0 = known && unique;
     static_assert(!ok0 || K > 0, "ctnn: pooling window size must be positive");
-    static_assert(!ok0 || stride > 0, "ctnn: pooling stride must be positive");
+    // The default stride is K: after a bad K, say nothing more about the stride.
+    static_assert(!ok0 || K <= 0 || stride > 0, "ctnn: pooling stride must be positive");
     static_assert(!ok0 || pad >= 0, "ctnn: pooling padding must not be negative");
     constexpr bool ok1 = ok0 && K > 0 && stride > 0 && pad >= 0;
     static_assert(!ok1 || 2 * pad <= K,

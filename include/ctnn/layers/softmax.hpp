@@ -3,6 +3,7 @@
 // and uses the fused gradient ŷ − y (train/loss.hpp); the general backward below is what the
 // finite-difference check verifies.
 #include <cmath>
+#include <string>
 
 #include "../core/layer.hpp"
 
@@ -10,6 +11,7 @@ namespace ctnn {
 
 struct Softmax : layer_tag, no_params {
   static constexpr const char* name = "Softmax";
+  static std::string label() { return name; }
 
   template <class In>
   static constexpr bool check() {

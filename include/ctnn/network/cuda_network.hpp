@@ -23,7 +23,7 @@
 //   correct    MaxBatch int32            per-sample 1/0: argmax equals the label
 //   indices    MaxBatch uint32           the current batch's sample indices (the training step
 //                                        gathers through them)
-//   hyper      2 floats                  {learning rate, momentum} read by the captured SGD update,
+//   hyper      3 floats                  {learning rate, momentum, weight decay} read by the captured SGD,
 //                                        so a schedule can change them between graph launches
 //
 // The parameter padding between tensors (plan alignment) is zero in params, grads and momentum and
@@ -111,7 +111,7 @@ class CudaNetwork {
   static constexpr std::size_t indices_at = correct_at + detail::align_bytes(MaxBatch * sizeof(std::int32_t));
   // Total device memory of the arena (for the model card).
   static constexpr std::size_t hyper_at = indices_at + detail::align_bytes(MaxBatch * sizeof(std::uint32_t));
-  static constexpr std::size_t arena_bytes = hyper_at + detail::align_bytes(2 * sizeof(float));
+  static constexpr std::size_t arena_bytes = hyper_at + detail::align_bytes(3 * sizeof(float));
 
   // Parameters from init_parameters<Net>(seed) on the host, so that the host backend starts from the
   // same weights for the same seed. Throws ctnn::cuda_error when there is no CUDA device.
@@ -157,8 +157,8 @@ class CudaNetwork {
   std::uint32_t* indices() { return region<std::uint32_t>(indices_at); }
   const float* hyper() { return region<float>(hyper_at); }
   // Enqueues new SGD hyper-parameters for the steps enqueued after this call.
-  void set_hyper(float learning_rate, float momentum) {
-    hyper_host_ = {learning_rate, momentum};
+  void set_hyper(float learning_rate, float momentum, float weight_decay) {
+    hyper_host_ = {learning_rate, momentum, weight_decay};
     // From pageable memory the copy is staged before the call returns, so hyper_host_ may change.
     CTNN_CUDA_CHECK(cudaMemcpyAsync(region<float>(hyper_at), hyper_host_.data(), sizeof(hyper_host_),
                                     cudaMemcpyHostToDevice, ctx_.stream));
@@ -285,7 +285,7 @@ class CudaNetwork {
   }
 
   CudaContext ctx_{};
-  std::array<float, 2> hyper_host_{};
+  std::array<float, 3> hyper_host_{};
   std::byte* arena_ = nullptr;
 };
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../core/diagnostics.hpp"
+#include "../core/layer.hpp"
 #include "../core/shape.hpp"
 
 namespace ctnn {
@@ -38,6 +39,24 @@ constexpr auto propagate_shapes() {
                            return hana::append(shapes, hana::type_c<typename Step::output_shape>);
                          });
 }
+
+// What bound_at<I> is once a rule has failed: a layer without sizes, parameters or work, so that code
+// written against the network (buffer plan, initialisation, host driver) stays quiet after the one
+// message instead of instantiating a layer on a shape its rules rejected.
+struct unbound_layer : no_params {
+  using input_shape = InvalidShape;
+  using output_shape = InvalidShape;
+  static constexpr std::size_t in_size = 0, out_size = 0, workspace_size = 0, flops = 0;
+  template <class T>
+  static void forward(const T*, const T*, const T*, T*, int) {}
+  template <class T>
+  static void backward(const T*, const T*, const T*, const T*, T*, T*, T*, int) {}
+};
+
+template <bool Valid, class Layer, class In>
+struct bind_if { using type = unbound_layer; };
+template <class Layer, class In>
+struct bind_if<true, Layer, In> { using type = typename Layer::template bind<In>; };
 }  // namespace detail
 
 template <class SeqT, class InputT>
@@ -45,6 +64,17 @@ struct Network {
   static_assert(detail::always_false_v<SeqT>,
                 "ctnn: a Network is declared as Network<Seq<Layers...>, Input<C, H, W>> "
                 "(or Input<N>)");
+  // A network without layers stands in, so that code using it adds no errors to the one above.
+  using input_shape = InvalidShape;
+  using output_shape = InvalidShape;
+  static constexpr std::size_t layer_count = 0, param_count = 0, flops_per_sample = 0;
+  static constexpr bool valid = false;
+  template <std::size_t> using shape_at = InvalidShape;
+  template <std::size_t> using input_at = InvalidShape;
+  template <std::size_t> using layer_at = void;
+  template <std::size_t> using bound_at = detail::unbound_layer;
+  template <class F>
+  static constexpr void for_each_layer(F&&) {}
 };
 
 template <class... Layers, int... D>
@@ -75,12 +105,14 @@ struct Network<Seq<Layers...>, Input<D...>> {
   using input_at = detail::type_of<decltype(boost::hana::at_c<I>(shapes_))>;
   template <std::size_t I>
   using layer_at = detail::type_of<decltype(boost::hana::at_c<I>(layer_types_))>;
-  // Everything about layer I bound to its input shape (see core/layer.hpp).
-  template <std::size_t I>
-  using bound_at = typename layer_at<I>::template bind<input_at<I>>;
-
   using output_shape = shape_at<layer_count - 1>;
-  static constexpr bool valid = !std::is_same_v<output_shape, InvalidShape>;
+  // Whether every shape rule holds (when not, the compiler has reported the first broken one).
+  static constexpr bool valid = input_ok && !std::is_same_v<output_shape, InvalidShape>;
+
+  // Everything about layer I bound to its input shape (see core/layer.hpp); detail::unbound_layer
+  // when the network is not valid.
+  template <std::size_t I>
+  using bound_at = typename detail::bind_if<valid, layer_at<I>, input_at<I>>::type;
 
   // Calls f(std::integral_constant<std::size_t, I>{}) for every layer in order.
   template <class F>

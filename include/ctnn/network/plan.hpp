@@ -19,8 +19,13 @@ constexpr std::size_t align_floats(std::size_t n) {
 }
 
 template <class Net>
-struct BufferPlan {
-  static_assert(is_network_v<Net>, "ctnn: BufferPlan takes a Network<Seq<...>, Input<...>>");
+struct BufferPlan {  // not a Network: one message, and no members to cascade from
+  static_assert(detail::always_false_v<Net>, "ctnn: BufferPlan takes a Network<Seq<...>, Input<...>>");
+};
+
+template <class SeqT, class InputT>
+struct BufferPlan<Network<SeqT, InputT>> {
+  using Net = Network<SeqT, InputT>;
   static constexpr std::size_t L = Net::layer_count;
 
  private:

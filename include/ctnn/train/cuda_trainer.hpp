@@ -169,7 +169,8 @@ class Trainer<Net, cuda, MaxBatch> {
     std::vector<EpochStats> history;
     for (int epoch = 1; epoch <= options.epochs; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
-      net_.set_hyper(options.learning_rate_at(epoch), options.momentum);  // read by the captured SGD
+      // Read by the captured SGD update.
+      net_.set_hyper(options.learning_rate_at(epoch), options.momentum, options.weight_decay);
       kernels::shuffle_indices(stream, data.order(), n, options.seed, std::uint64_t(epoch), data.shuffle_buffers());
       for (std::size_t done = 0; done < n;) {
         const int batch = int(std::min<std::size_t>(std::size_t(full), n - done));
@@ -256,6 +257,9 @@ class Trainer<Net, cuda, MaxBatch> {
                                   std::to_string(o.learning_rate));
     if (!std::isfinite(o.momentum) || o.momentum < 0)
       throw std::invalid_argument("ctnn: momentum must be finite and >= 0, got " + std::to_string(o.momentum));
+    if (!std::isfinite(o.weight_decay) || o.weight_decay < 0)
+      throw std::invalid_argument("ctnn: weight decay must be finite and >= 0, got " +
+                                  std::to_string(o.weight_decay));
     if (!std::isfinite(o.std) || !(o.std > 0) || !std::isfinite(o.mean))
       throw std::invalid_argument("ctnn: normalisation needs a finite mean and a std > 0, got mean " +
                                   std::to_string(o.mean) + ", std " + std::to_string(o.std));

@@ -87,7 +87,7 @@ class Trainer<Net, host, MaxBatch> {
         const CrossEntropy ce = softmax_cross_entropy<classes>(net_.activation(L - 1, batch),
                                                                labels_.data(), batch, dlogits_.data());
         net_.backward(dlogits_.data(), batch, L - 2);  // below the Softmax: dlogits is ŷ − y
-        sgd_.step(net_.params(), net_.grads(), learning_rate, options.momentum);
+        sgd_.step(net_.params(), net_.grads(), learning_rate, options.momentum, options.weight_decay);
         loss_sum += ce.loss * batch;
         correct += ce.correct;
         done += std::size_t(batch);
@@ -179,6 +179,9 @@ class Trainer<Net, host, MaxBatch> {
                                   std::to_string(o.learning_rate));
     if (!std::isfinite(o.momentum) || o.momentum < 0)
       throw std::invalid_argument("ctnn: momentum must be finite and >= 0, got " + std::to_string(o.momentum));
+    if (!std::isfinite(o.weight_decay) || o.weight_decay < 0)
+      throw std::invalid_argument("ctnn: weight decay must be finite and >= 0, got " +
+                                  std::to_string(o.weight_decay));
     if (!std::isfinite(o.std) || !(o.std > 0) || !std::isfinite(o.mean))
       throw std::invalid_argument("ctnn: normalisation needs a finite mean and a std > 0, got mean " +
                                   std::to_string(o.mean) + ", std " + std::to_string(o.std));

@@ -45,6 +45,7 @@ struct TrainOptions {
   float learning_rate = 0.01f;
   LrSchedule schedule = LrSchedule::constant;
   float momentum = 0.9f;
+  float weight_decay = 0.f;      // L2 term λ·p added to each gradient (PyTorch's SGD weight_decay)
   std::uint64_t seed = 1;        // shuffling
   float mean = 0.1307f, std = 0.3081f;  // normalisation (MNIST's)
   std::function<void(const EpochStats&)> on_epoch;                // optional

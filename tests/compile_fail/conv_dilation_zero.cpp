@@ -1,0 +1,15 @@
+// A Conv dilation of zero (no dilation is Dilation<1>, the default).
+// expect: ctnn: Conv dilation must be positive
+// expect-layer: 0
+#include <ctnn/ctnn.hpp>
+
+#ifdef CTNN_FAIL
+using First = ctnn::Conv<6, 3, ctnn::Dilation<0>>;
+#else
+using First = ctnn::Conv<6, 3, ctnn::Dilation<1>>;
+#endif
+using Net = ctnn::Network<ctnn::Seq<First, ctnn::ReLU, ctnn::Dense<10>>, ctnn::Input<1, 28, 28>>;
+static_assert(Net::layer_count == 3);  // instantiates the network
+#ifndef CTNN_FAIL
+static_assert(std::is_same_v<Net::shape_at<0>, ctnn::Shape<6, 26, 26>>);
+#endif

@@ -1,0 +1,16 @@
+// A pooling window of size zero (whose default stride, the window size, is zero too: one message).
+// expect: ctnn: pooling window size must be positive
+// expect-layer: 1
+#include <ctnn/ctnn.hpp>
+
+#ifdef CTNN_FAIL
+using Pooling = ctnn::MaxPool<0>;
+#else
+using Pooling = ctnn::MaxPool<2>;
+#endif
+using Net = ctnn::Network<ctnn::Seq<ctnn::Conv<6, 5>, Pooling, ctnn::Dense<10>>,
+                          ctnn::Input<1, 28, 28>>;
+static_assert(Net::layer_count == 3);  // instantiates the network
+#ifndef CTNN_FAIL
+static_assert(std::is_same_v<Net::shape_at<1>, ctnn::Shape<6, 12, 12>>);
+#endif
