@@ -39,13 +39,18 @@ for stage in $stages; do
     tests)
       for t in $gpu_tests; do step "$t" 2>&1 | tail -4 | tee -a "$out/tests.log"; done ;;
     sanitize)
-      for tool in memcheck racecheck; do
+      # SANITIZE_TESTS narrows the list (names without the gpu_test_ prefix); one log per tool.
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         for t in $gpu_tests; do
+          name=$(basename "$t"); name=${name#gpu_test_}
+          [ -n "${SANITIZE_TESTS:-}" ] && [[ " $SANITIZE_TESTS " != *" $name "* ]] && continue
           # The one-epoch MNIST run is long under the sanitizer; CTNN_QUICK shortens it.
-          CTNN_QUICK=1 step compute-sanitizer --tool $tool --error-exitcode 99 "$t" >"$out/sanitize-$tool-$(basename "$t").log" 2>&1
-          echo "$tool $(basename "$t"): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-$(basename "$t").log" | tail -1)"
+          CTNN_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$out/sanitize.tmp" 2>&1 || failed=1
+          cat "$out/sanitize.tmp" >>"$out/sanitize-$tool.log"
+          echo "$tool $name: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.tmp" | tail -1)"
         done
-      done ;;
+      done
+      rm -f "$out/sanitize.tmp" ;;
     sweep)
       IFS='|' read -ra configs <<<"${SWEEP:-0.05 12 64|0.02 12 64}"   # "lr epochs batch [weight-decay]|..."
       for cfg in "${configs[@]}"; do
@@ -58,13 +63,13 @@ for stage in $stages; do
       done | tee "$out/sweep.log" ;;
     seeds)
       for seed in 1 2 3; do
-        step "$build/examples/lenet5/lenet5" train --data "$data" --seed "$seed" --out "$out/lenet5-seed$seed.safetensors" \
+        step "$build/examples/lenet5/lenet5" train --data "$data" --seed "$seed" --out "/tmp/lenet5-seed$seed.safetensors" \
           2>/dev/null | tee "$out/train-seed$seed.log" | grep -vE '^\s*$'
       done
-      step "$build/examples/lenet5/lenet5" eval --data "$data" --model "$out/lenet5-seed1.safetensors"
-      [ -d tests/data/digits ] && step "$build/examples/lenet5/lenet5" predict --model "$out/lenet5-seed1.safetensors" tests/data/digits/* ;;
+      step "$build/examples/lenet5/lenet5" eval --data "$data" --model /tmp/lenet5-seed1.safetensors
+      [ -d tests/data/digits ] && step "$build/examples/lenet5/lenet5" predict --model /tmp/lenet5-seed1.safetensors tests/data/digits/* ;;
     bench)
-      step bash benchmarks/run_gpu.sh --data "$data" ;;
+      step bash benchmarks/run_gpu.sh --data "$data" --build-dir build-bench ;;
     *) echo "unknown stage $stage"; failed=1 ;;
   esac
 done

@@ -54,11 +54,11 @@ using Trainer = ctnn::Trainer<Net, ctnn::cuda, max_batch>;
 
 // Defaults of `lenet5 train`.
 constexpr const char* default_data = ".data/mnist";
-constexpr int default_epochs = 10;
+constexpr int default_epochs = 15;
 constexpr int default_batch = 64;
 constexpr float default_lr = 0.05f;
 constexpr const char* default_schedule = "cosine";
-constexpr float default_weight_decay = 5e-4f;
+constexpr float default_weight_decay = 1e-3f;
 constexpr std::uint64_t default_seed = 1;
 constexpr const char* default_out = "lenet5.safetensors";
 
