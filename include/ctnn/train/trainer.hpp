@@ -15,8 +15,12 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "../io/idx.hpp"
+#include "../layers/softmax.hpp"
+#include "../network/network.hpp"
 
 namespace ctnn {
 
@@ -65,7 +69,35 @@ struct Evaluation {
   std::size_t count = 0;
 };
 
+// Specialised for networks in host_trainer.hpp and cuda_trainer.hpp; this primary template only
+// reports a misuse (one message, no cascade).
 template <class Net, class Backend, int MaxBatch>
-class Trainer;  // specialised in host_trainer.hpp and cuda_trainer.hpp
+class Trainer {
+  static_assert(is_network_v<Net>, "ctnn: Trainer<Net, Backend, MaxBatch> takes a Network<Seq<...>, Input<...>> as Net");
+  static_assert(!is_network_v<Net>,
+                "ctnn: no Trainer for this backend here: the backends are ctnn::host "
+                "(<ctnn/train/host_trainer.hpp>) and ctnn::cuda (<ctnn/train/cuda_trainer.hpp>)");
+
+ public:  // stand-ins, so that code using the Trainer adds no errors to the one above
+  template <class... Args> explicit Trainer(Args&&...) {}
+  template <class... Args> std::vector<EpochStats> fit(Args&&...) { return {}; }
+  template <class... Args> Evaluation evaluate(Args&&...) { return {}; }
+  template <class... Args> std::vector<float> predict(Args&&...) { return {}; }
+};
+
+namespace detail {
+// The Trainer's rules about the network, chained so that one mistake gives one message.
+template <class Net, int MaxBatch>
+constexpr bool trainer_rules() {
+  static_assert(MaxBatch >= 1, "ctnn: a Trainer's MaxBatch must be at least 1");
+  constexpr bool ends_in_softmax =
+      std::is_same_v<typename Net::template layer_at<Net::layer_count - 1>, Softmax>;
+  static_assert(!Net::valid || ends_in_softmax,
+                "ctnn: the Trainer's loss is softmax cross-entropy, so the network's last layer must be Softmax");
+  static_assert(!Net::valid || !ends_in_softmax || Net::layer_count >= 2,
+                "ctnn: the Trainer needs at least one layer before the Softmax");
+  return MaxBatch >= 1 && ends_in_softmax && Net::layer_count >= 2;
+}
+}  // namespace detail
 
 }  // namespace ctnn
