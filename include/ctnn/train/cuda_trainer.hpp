@@ -140,7 +140,7 @@ class Trainer<Net, cuda, MaxBatch> {
   // reports how far the host has queued the epoch. Momentum carries over from one fit to the next.
   std::vector<EpochStats> fit(const io::Dataset& train, const TrainOptions& options,
                               const io::Dataset* test = nullptr) {
-    check_options(options);
+    detail::check_train_options(options, MaxBatch);
     const SampleSpec spec = SampleSpec::of<Net>();
     if (options.epochs == 0) {
       check_dataset(train, spec, "training set");
@@ -244,23 +244,6 @@ class Trainer<Net, cuda, MaxBatch> {
     ~FinishOnExit() { cudaStreamSynchronize(stream); }
   };
 
-  static void check_options(const TrainOptions& o) {
-    if (o.batch < 1 || o.batch > MaxBatch)
-      throw std::invalid_argument("ctnn: batch size " + std::to_string(o.batch) + " is outside 1.." +
-                                  std::to_string(MaxBatch) + " (the Trainer's MaxBatch)");
-    if (o.epochs < 0) throw std::invalid_argument("ctnn: epochs must not be negative, got " + std::to_string(o.epochs));
-    if (!std::isfinite(o.learning_rate) || o.learning_rate < 0)
-      throw std::invalid_argument("ctnn: learning rate must be finite and >= 0, got " +
-                                  std::to_string(o.learning_rate));
-    if (!std::isfinite(o.momentum) || o.momentum < 0)
-      throw std::invalid_argument("ctnn: momentum must be finite and >= 0, got " + std::to_string(o.momentum));
-    if (!std::isfinite(o.weight_decay) || o.weight_decay < 0)
-      throw std::invalid_argument("ctnn: weight decay must be finite and >= 0, got " +
-                                  std::to_string(o.weight_decay));
-    if (!std::isfinite(o.std) || !(o.std > 0) || !std::isfinite(o.mean))
-      throw std::invalid_argument("ctnn: normalisation needs a finite mean and a std > 0, got mean " +
-                                  std::to_string(o.mean) + ", std " + std::to_string(o.std));
-  }
 
   // Enqueues one training step on `batch` samples: those whose indices are order[offset, offset +
   // batch). With `nodes`, the stream is being captured and the three offset-dependent copies' nodes

@@ -64,7 +64,7 @@ class Trainer<Net, host, MaxBatch> {
   // and the epoch's total. Momentum carries over from one fit to the next.
   std::vector<EpochStats> fit(const io::Dataset& train, const TrainOptions& options,
                               const io::Dataset* test = nullptr) {
-    check_options(options);
+    detail::check_train_options(options, MaxBatch);
     check_dataset(train, "training set");
     if (test) check_dataset(*test, "test set");
     mean_ = options.mean;
@@ -166,23 +166,6 @@ class Trainer<Net, host, MaxBatch> {
     return std::to_string(rows) + "x" + std::to_string(cols);
   }
 
-  static void check_options(const TrainOptions& o) {
-    if (o.batch < 1 || o.batch > MaxBatch)
-      throw std::invalid_argument("ctnn: batch size " + std::to_string(o.batch) + " is outside 1.." +
-                                  std::to_string(MaxBatch) + " (the Trainer's MaxBatch)");
-    if (o.epochs < 0) throw std::invalid_argument("ctnn: epochs must not be negative, got " + std::to_string(o.epochs));
-    if (!std::isfinite(o.learning_rate) || o.learning_rate < 0)
-      throw std::invalid_argument("ctnn: learning rate must be finite and >= 0, got " +
-                                  std::to_string(o.learning_rate));
-    if (!std::isfinite(o.momentum) || o.momentum < 0)
-      throw std::invalid_argument("ctnn: momentum must be finite and >= 0, got " + std::to_string(o.momentum));
-    if (!std::isfinite(o.weight_decay) || o.weight_decay < 0)
-      throw std::invalid_argument("ctnn: weight decay must be finite and >= 0, got " +
-                                  std::to_string(o.weight_decay));
-    if (!std::isfinite(o.std) || !(o.std > 0) || !std::isfinite(o.mean))
-      throw std::invalid_argument("ctnn: normalisation needs a finite mean and a std > 0, got mean " +
-                                  std::to_string(o.mean) + ", std " + std::to_string(o.std));
-  }
 
   // Images of rows x cols pixels with C channels each, C·rows·cols == input_size (rows x cols must be
   // the input's H x W when the input is C x H x W); labels below the output size.

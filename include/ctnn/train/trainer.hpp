@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -86,6 +87,25 @@ class Trainer {
 };
 
 namespace detail {
+// Run-time checks of the options, shared by the backends.
+inline void check_train_options(const TrainOptions& o, int max_batch) {
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("ctnn: " + what);
+  };
+  require(o.batch >= 1 && o.batch <= max_batch, "batch size " + std::to_string(o.batch) + " is outside 1.." +
+                                                    std::to_string(max_batch) + " (the Trainer's MaxBatch)");
+  require(o.epochs >= 0, "epochs must not be negative, got " + std::to_string(o.epochs));
+  require(std::isfinite(o.learning_rate) && o.learning_rate >= 0,
+          "learning rate must be finite and >= 0, got " + std::to_string(o.learning_rate));
+  require(std::isfinite(o.momentum) && o.momentum >= 0,
+          "momentum must be finite and >= 0, got " + std::to_string(o.momentum));
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+          "weight decay must be finite and >= 0, got " + std::to_string(o.weight_decay));
+  require(std::isfinite(o.std) && o.std > 0 && std::isfinite(o.mean),
+          "normalisation needs a finite mean and a std > 0, got mean " + std::to_string(o.mean) + ", std " +
+              std::to_string(o.std));
+}
+
 // The Trainer's rules about the network, chained so that one mistake gives one message.
 template <class Net, int MaxBatch>
 constexpr bool trainer_rules() {
