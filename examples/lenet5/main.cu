@@ -133,9 +133,22 @@ struct TrainArgs {
   std::uint64_t seed = default_seed;
 };
 
+// The device memory the CUDA backend takes: one allocation, sized at compile time for max_batch.
+void print_cuda_arena(std::ostream& out) {
+  using Arena = Trainer::network_type;
+  using ctnn::detail::bytes_text;
+  out << "CUDA arena (one cudaMalloc, batches up to " << max_batch << ")\n"
+      << "  parameters, gradients, momentum " << bytes_text(3 * Arena::param_floats * sizeof(float)) << '\n'
+      << "  activations and their gradients " << bytes_text(2 * Arena::activation_floats * sizeof(float)) << '\n'
+      << "  kernel workspace                " << bytes_text(Arena::workspace_floats * sizeof(float)) << '\n'
+      << "  cuBLAS workspace                " << bytes_text(Arena::cublas_workspace_bytes) << '\n'
+      << "  total                           " << bytes_text(Arena::arena_bytes) << "\n\n";
+}
+
 int train(const TrainArgs& a) {
   const std::string device = device_description();
   ctnn::print_model_card<Net>(std::cout, std::size_t(a.batch));
+  print_cuda_arena(std::cout);
   std::cout << "device: " << device << "\n";
   const ctnn::io::Dataset train_set = load_split(a.data, "train");
   const ctnn::io::Dataset test_set = load_split(a.data, "t10k");
