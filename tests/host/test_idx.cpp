@@ -2,6 +2,8 @@
 // is rejected with a ctnn::io_error naming the file and what was expected vs found.
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -19,20 +21,6 @@ using Catch::Contains;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed with its contents at scope exit.
-struct TempDir {
-    fs::path dir;
-    TempDir() {
-        std::random_device rd;
-        dir = fs::temp_directory_path() / ("ctnn_test_idx_" + std::to_string(rd()) + std::to_string(rd()));
-        fs::create_directories(dir);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-    std::string operator/(const std::string& name) const { return (dir / name).string(); }
-};
 
 // IDX bytes: magic 00 00 <type> <rank>, big-endian uint32 dims, then the payload.
 Bytes idx(std::uint8_t type, const std::vector<std::uint32_t>& dims, const Bytes& payload) {
@@ -85,7 +73,7 @@ const Bytes good_labels = idx(0x08, {N}, labels);
     } while (0)
 
 TEST_CASE("IDX raw files round-trip exactly", "[io][idx]") {
-    TempDir t;
+    ctnn_test::TempDir t{"ctnn_test_idx"};
     write_raw(t / "img", good_images);
     write_raw(t / "lbl", good_labels);
 
@@ -109,7 +97,7 @@ TEST_CASE("IDX raw files round-trip exactly", "[io][idx]") {
 }
 
 TEST_CASE("IDX gzip files round-trip exactly, detected by magic not extension", "[io][idx]") {
-    TempDir t;
+    ctnn_test::TempDir t{"ctnn_test_idx"};
     write_gz(t / "img.gz", good_images);
     write_gz(t / "lbl_no_ext", good_labels);  // gzip without .gz suffix
     write_raw(t / "raw.gz", good_images);      // raw despite .gz suffix
@@ -125,21 +113,21 @@ TEST_CASE("IDX gzip files round-trip exactly, detected by magic not extension", 
 }
 
 TEST_CASE("load_mnist finds raw or .gz files and explains when they are missing", "[io][idx]") {
-    TempDir t;
+    ctnn_test::TempDir t{"ctnn_test_idx"};
     write_gz(t / "t10k-images-idx3-ubyte.gz", good_images);
     write_raw(t / "t10k-labels-idx1-ubyte", good_labels);
-    const auto ds = ctnn::io::load_mnist(t.dir.string(), "t10k");
+    const auto ds = ctnn::io::load_mnist(t.path.string(), "t10k");
     CHECK(ds.pixels == pixels);
     CHECK(ds.labels == labels);
 
     const std::string tried = t / "train-images-idx3-ubyte";
-    REQUIRE_IO_ERROR(ctnn::io::load_mnist(t.dir.string(), "train"),
+    REQUIRE_IO_ERROR(ctnn::io::load_mnist(t.path.string(), "train"),
                      Contains(tried + " and " + tried + ".gz") && Contains("scripts/fetch_mnist.sh"));
-    REQUIRE_THROWS_AS(ctnn::io::load_mnist(t.dir.string(), "test"), std::invalid_argument);
+    REQUIRE_THROWS_AS(ctnn::io::load_mnist(t.path.string(), "test"), std::invalid_argument);
 }
 
 TEST_CASE("IDX loader rejects bad files with precise messages", "[io][idx]") {
-    TempDir t;
+    ctnn_test::TempDir t{"ctnn_test_idx"};
     using ctnn::io::load_idx_images;
     using ctnn::io::load_idx_labels;
 

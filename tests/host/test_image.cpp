@@ -2,6 +2,8 @@
 // crop, 20×20 box, centre of mass at (14, 14)), on digits drawn here; and the errors.
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
 // This TU compiles stb_image's implementation for the whole test executable (see io/image.hpp) and
 // stb_image_write's, privately, to make test files.
@@ -28,21 +29,6 @@ namespace fs = std::filesystem;
 using ctnn::io::Digit;
 using ctnn::io::GrayImage;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ctnn_test_image_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Shapes as "is (x, y) ink?", drawn on a canvas of the given background and ink levels.
 GrayImage draw(int w, int h, std::uint8_t background, std::uint8_t ink, auto&& is_ink) {
@@ -141,7 +127,7 @@ std::string error_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("image: a dark digit on white, as PGM, PNG and BMP, becomes an MNIST digit", "[image]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_image"};
   for (const auto& [name, shape, tall] :
        {std::tuple{"one", +[](double x, double y) { return one(x, y); }, true},
         std::tuple{"ring", +[](double x, double y) { return ring(x, y); }, true},
@@ -192,7 +178,7 @@ TEST_CASE("image: a light digit on a dark background is not inverted", "[image]"
 }
 
 TEST_CASE("image: colour, transparency, JPEG, noise and small images", "[image]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_image"};
   const Digit reference = ctnn::io::mnist_digit(draw(200, 300, 255, 0, ring));
 
   SECTION("black ink on a transparent background reads as ink on white") {
@@ -265,7 +251,7 @@ TEST_CASE("image: normalize_digit matches the training normalisation", "[image]"
 }
 
 TEST_CASE("image: missing, empty, corrupt, unsupported and blank images are refused by name", "[image]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_image"};
   const std::string missing = dir.file("missing.png");
   CHECK(error_of(missing) == missing + ": cannot open: no such file");
   CHECK_THAT(error_of(dir.path.string()), Catch::Contains("is a directory"));

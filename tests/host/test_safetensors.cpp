@@ -2,6 +2,8 @@
 // every way a file can be wrong. Also the small JSON reader the loader uses.
 #include <catch2/catch.hpp>
 
+#include "temp_dir.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
 #include <ctnn/ctnn.hpp>
 #include <ctnn/core/random.hpp>
@@ -34,25 +35,6 @@ using LeNet5k3 = Network<Seq<Conv<6, 3, Pad<1>>, ReLU, Pool<2>, Conv<16, 5>, ReL
 // layers.0.weight [2,1,3,3], layers.0.bias [2], layers.2.weight [3,18], layers.2.bias [3].
 using Tiny = Network<Seq<Conv<2, 3>, ReLU, Dense<3>, Softmax>, Input<1, 5, 5>>;
 
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ctnn_test_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::size_t entries() const {
-    return std::size_t(std::distance(fs::directory_iterator(path), fs::directory_iterator()));
-  }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -150,7 +132,7 @@ std::string io_error_of(F&& f) {
 }  // namespace
 
 TEST_CASE("safetensors: LeNet-5 parameters round-trip bit-exactly in the specified layout", "[safetensors]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string path = dir.file("lenet5.safetensors");
   const auto params = random_params<LeNet5>(7);
   io::save_safetensors<LeNet5>(path, params);
@@ -208,7 +190,7 @@ TEST_CASE("safetensors: LeNet-5 parameters round-trip bit-exactly in the specifi
 
 TEST_CASE("safetensors: save replaces the file atomically and leaves it untouched on failure",
           "[safetensors]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string path = dir.file("tiny.safetensors");
   const auto first = random_params<Tiny>(1), second = random_params<Tiny>(2);
   io::save_safetensors<Tiny>(path, first);
@@ -234,7 +216,7 @@ TEST_CASE("safetensors: save replaces the file atomically and leaves it untouche
 }
 
 TEST_CASE("safetensors: files in PyTorch's key and tensor order load", "[safetensors]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string path = dir.file("torch.safetensors");
   write_bytes(path, make_file(padded(tiny_header_unpadded), tiny_data));
   check_tiny_values(io::load_safetensors<Tiny>(path));
@@ -283,7 +265,7 @@ TEST_CASE("safetensors: LeNet-5 as safetensors 0.8 wrote it from PyTorch loads",
     for (std::size_t k = 0; k < count; ++k) v[k] = want[offset + k] = float(double(t) + double(k) * 1e-6);
     data += floats_le(v);
   }
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string path = dir.file("torch_lenet5.safetensors");
   write_bytes(path, make_file(header, data));
   CHECK(io::load_safetensors<LeNet5>(path) == want);
@@ -291,7 +273,7 @@ TEST_CASE("safetensors: LeNet-5 as safetensors 0.8 wrote it from PyTorch loads",
 
 TEST_CASE("safetensors: a file for another network is refused, naming the tensor and both shapes",
           "[safetensors]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string path = dir.file("k3.safetensors");
   io::save_safetensors<LeNet5k3>(path, random_params<LeNet5k3>(3));
   const std::string msg = io_error_of([&] { io::load_safetensors<LeNet5>(path); });
@@ -306,7 +288,7 @@ TEST_CASE("safetensors: a file for another network is refused, naming the tensor
 }
 
 TEST_CASE("safetensors: every malformed file gets a clear error naming the file", "[safetensors]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string path = dir.file("bad.safetensors");
   const std::string h = tiny_header_unpadded;
   struct Case {
@@ -417,7 +399,7 @@ TEST_CASE("safetensors: every malformed file gets a clear error naming the file"
 }
 
 TEST_CASE("safetensors: missing file, directory", "[safetensors]") {
-  TempDir dir;
+  ctnn_test::TempDir dir{"ctnn_test_safetensors"};
   const std::string missing = dir.file("nope.safetensors");
   CHECK_THAT(io_error_of([&] { io::load_safetensors<Tiny>(missing); }),
              Catch::Equals(missing + ": cannot open: no such file"));

@@ -46,36 +46,6 @@ kernel_dense_fill_bias(const float* __restrict__ bias,  // [N]
   if (i < count) y[i] = bias[i % N];
 }
 
-// db[n] = Σ_b dy[b][n], deterministic. A block owns 32 columns; warp r sums rows r, r + 32, ...
-// (lanes read 32 consecutive floats of a row), then lane n of warp 0 adds the 32 warp sums in order.
-inline constexpr int colsum_rows = 32;  // warps per block
-
-template <int N>
-__global__ void __launch_bounds__(32 * colsum_rows)
-kernel_column_sums(const float* __restrict__ dy,  // [batch][N]
-                   float* __restrict__ db,        // [N]
-                   int batch)
-{
-  // Preconditions
-  static_assert(N > 0, "at least one column");
-  __shared__ float part_s[colsum_rows][32];
-  const int lane = threadIdx.x % 32, r = threadIdx.x / 32;
-  const int n = blockIdx.x * 32 + lane;
-  float acc = 0.f;
-  if (n < N) {
-#pragma unroll 8
-    for (int b = r; b < batch; b += colsum_rows) acc += dy[std::size_t(b) * N + n];
-  }
-  part_s[r][lane] = acc;
-  __syncthreads();
-  if (r == 0 && n < N) {
-    float total = part_s[0][lane];
-#pragma unroll
-    for (int k = 1; k < colsum_rows; ++k) total += part_s[k][lane];
-    db[n] = total;
-  }
-}
-
 // dW [N][I] and db [N], stage 1 of 2: with the bias as one more input column that is all ones
 // (k = I), block (kt, nt, chunk) sums x[b][k]·dy[b][n] over the `rows` samples of its chunk for its
 // `threads` columns k (one per thread, coalesced loads of x) and `tn` rows n (dy staged in shared
@@ -185,9 +155,8 @@ struct cuda_layer<Dense<N>, In> {
     } else {
       CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, I, N, batch, &one, x, I, dy, N,
                                     &zero, dw, I));
-      kernels::kernel_column_sums<N><<<kernels::grid_for(std::size_t(N), 32), 32 * kernels::colsum_rows, 0,
-                                       ctx.stream>>>(dy, db, batch);
-      CTNN_CHECK_LAUNCH();
+      // db: column sums of dy [batch][N], the same fixed-order reduction as the partials of stage 2.
+      kernels::sum_partials(ctx.stream, dy, batch, N, N, db, nullptr);
     }
     if (dx)
       CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_N, I, batch, N, &one, w, I, dy, N,

@@ -29,11 +29,10 @@ struct PoolDims {
 
 inline constexpr int pool_threads = 256;
 
-// Index (iy·W + ix) of the first maximum of window (oy, ox) of one plane, or -1 if all of it is padding.
-template <class G>
-__device__ __forceinline__ int pool_argmax(const float* __restrict__ plane, int oy, int ox) {
-  int best = -1;
-  float best_v = 0.f;
+// Calls f(iy, ix) for each in-bounds input position of window (oy, ox), in row-major order (the
+// host's for_window).
+template <class G, class F>
+__device__ __forceinline__ void for_window(int oy, int ox, F&& f) {
 #pragma unroll
   for (int ky = 0; ky < G::K; ++ky) {
     const int iy = oy * G::S - G::P + ky;
@@ -41,11 +40,20 @@ __device__ __forceinline__ int pool_argmax(const float* __restrict__ plane, int 
 #pragma unroll
     for (int kx = 0; kx < G::K; ++kx) {
       const int ix = ox * G::S - G::P + kx;
-      if (ix < 0 || ix >= G::W) continue;
-      const float v = plane[iy * G::W + ix];
-      if (best < 0 || v > best_v) best = iy * G::W + ix, best_v = v;
+      if (ix >= 0 && ix < G::W) f(iy, ix);
     }
   }
+}
+
+// Index (iy·W + ix) of the first maximum of window (oy, ox) of one plane, or -1 if all of it is padding.
+template <class G>
+__device__ __forceinline__ int pool_argmax(const float* __restrict__ plane, int oy, int ox) {
+  int best = -1;
+  float best_v = 0.f;
+  for_window<G>(oy, ox, [&](int iy, int ix) {
+    const float v = plane[iy * G::W + ix];
+    if (best < 0 || v > best_v) best = iy * G::W + ix, best_v = v;
+  });
   return best;
 }
 
@@ -63,19 +71,11 @@ kernel_pool_forward(const float* __restrict__ x,  // [planes][H][W], planes = ba
   const int pix = int(i % G::OHW), oy = pix / G::OW, ox = pix % G::OW;
   const float* xp = x + plane * G::HW;
   float acc = Kind == PoolKind::max ? -INFINITY : 0.f;
-#pragma unroll
-  for (int ky = 0; ky < G::K; ++ky) {
-    const int iy = oy * G::S - G::P + ky;
-    if (iy < 0 || iy >= G::H) continue;
-#pragma unroll
-    for (int kx = 0; kx < G::K; ++kx) {
-      const int ix = ox * G::S - G::P + kx;
-      if (ix < 0 || ix >= G::W) continue;
-      const float v = xp[iy * G::W + ix];
-      if constexpr (Kind == PoolKind::max) acc = v > acc ? v : acc;  // as the host: NaN never wins
-      else acc += v;
-    }
-  }
+  for_window<G>(oy, ox, [&](int iy, int ix) {
+    const float v = xp[iy * G::W + ix];
+    if constexpr (Kind == PoolKind::max) acc = v > acc ? v : acc;  // as the host: NaN never wins
+    else acc += v;
+  });
   y[i] = Kind == PoolKind::max ? acc : acc / float(G::K * G::K);
 }
 
