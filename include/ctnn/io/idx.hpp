@@ -17,6 +17,7 @@
 
 #include <zlib.h>
 
+#include "ctnn/core/dataset.hpp"
 #include "ctnn/core/error.hpp"
 
 namespace ctnn::io {
@@ -33,11 +34,8 @@ struct IdxLabels {
     std::vector<std::uint8_t> labels;
 };
 
-struct Dataset {
-    std::size_t count = 0, rows = 0, cols = 0;
-    std::vector<std::uint8_t> pixels;  // count * rows * cols, row-major
-    std::vector<std::uint8_t> labels;  // count
-};
+// The data set type lives in core/dataset.hpp; io::Dataset is its name where the loaders made it.
+using Dataset = ctnn::Dataset;
 
 namespace detail {
 
