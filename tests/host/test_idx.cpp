@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "ctnn/io/idx.hpp"
@@ -234,4 +237,75 @@ TEST_CASE("IDX loader rejects bad files with precise messages", "[io][idx]") {
         // The same file is fine with more classes.
         CHECK(ctnn::io::load_idx_dataset(t / "img", t / "lbl", 11).labels == lb);
     }
+}
+
+namespace {
+
+// A gzip file of `head` followed by `zeros` zero bytes, written in chunks (a compression bomb).
+void write_gz_bomb(const std::string& path, const Bytes& head, std::size_t zeros) {
+    gzFile f = gzopen(path.c_str(), "wb1");
+    REQUIRE(f != nullptr);
+    REQUIRE(gzwrite(f, head.data(), static_cast<unsigned>(head.size())) == static_cast<int>(head.size()));
+    const Bytes chunk(1 << 20, 0);
+    for (std::size_t left = zeros; left > 0;) {
+        const unsigned k = static_cast<unsigned>(std::min(left, chunk.size()));
+        REQUIRE(gzwrite(f, chunk.data(), k) == static_cast<int>(k));
+        left -= k;
+    }
+    REQUIRE(gzclose(f) == Z_OK);
+}
+
+// Peak resident memory (KiB) of a child process running f; the child exits 0 when f returns true.
+template <class F>
+std::pair<long, int> child_peak_kib(F&& f) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(f() ? 0 : 1);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    rusage ru{};
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return {ru.ru_maxrss, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+}  // namespace
+
+// Issue 10, item 7: a gzip file was inflated completely before its header was checked, so a 1-2 MB
+// file cost 2 GiB. Now the header comes first and only the declared payload is kept.
+TEST_CASE("IDX gzip: a compression bomb costs only the payload its header declares", "[io][idx]") {
+    ctnn_test::TempDir t{"ctnn_test_idx"};
+    write_gz_bomb(t / "bomb.gz", good_labels, std::size_t{300} << 20);  // 300 MiB of zeros after the labels
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);
+    const auto [peak, rc] = child_peak_kib([&] {
+        try {
+            ctnn::io::load_idx_labels(t / "bomb.gz");
+        } catch (const ctnn::io_error& e) {
+            return std::string(e.what()).find("expected 7 bytes of label data after the 8-byte header, found more "
+                                              "than 1048583 (more than 1048576 trailing bytes") != std::string::npos;
+        }
+        return false;
+    });
+    CHECK(rc == 0);
+    CHECK(peak < self.ru_maxrss + 64 * 1024);  // the old loader held all 300 MiB
+
+    // A header that declares more than the stream holds: the buffer grows with the data, not the claim.
+    write_gz_bomb(t / "claims.gz", idx(0x08, {60000, 28, 28}, {}), 1000);
+    REQUIRE_IO_ERROR(ctnn::io::load_idx_images(t / "claims.gz"),
+                     Contains("expected 47040000 bytes of pixel data after the 16-byte header, found 1000 (file truncated"));
+    // Two gzip members in one file are one stream (as gzip -c a b > ab makes).
+    Bytes two;
+    write_gz(t / "a.gz", Bytes(good_images.begin(), good_images.begin() + 20));
+    write_gz(t / "b.gz", Bytes(good_images.begin() + 20, good_images.end()));
+    two = read_all(t / "a.gz");
+    const Bytes b = read_all(t / "b.gz");
+    two.insert(two.end(), b.begin(), b.end());
+    write_raw(t / "two.gz", two);
+    CHECK(ctnn::io::load_idx_images(t / "two.gz").pixels == pixels);
+}
+
+TEST_CASE("IDX: control characters in a file name are escaped in messages", "[io][idx]") {
+    ctnn_test::TempDir t{"ctnn_test_idx"};
+    write_raw(t / "a\x1b[2Jb", {0, 0, 8});
+    REQUIRE_IO_ERROR(ctnn::io::load_idx_images(t / "a\x1b[2Jb"), Contains(t / "a\\x1b[2Jb: file is 3 bytes"));
 }
