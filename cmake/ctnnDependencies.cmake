@@ -8,13 +8,19 @@ macro(ctnn_require package debian_package)
                         "  sudo apt-get install ${debian_package}\n"
                         "or run scripts/install_deps.sh, which installs everything ctnn needs.")
   endif()
+  # A package required in this file is one the ctnn::ctnn target needs: the installed
+  # ctnnConfig.cmake looks for it again (ctnnInstall.cmake writes the calls from this list).
+  if(CMAKE_CURRENT_LIST_FILE STREQUAL _ctnn_dependencies_file)
+    string(JOIN " " _ctnn_args ${ARGN})
+    string(APPEND CTNN_CONFIG_DEPENDENCIES "ctnn_find_dependency(${package} ${debian_package} ${_ctnn_args})\n")
+  endif()
 endmacro()
+set(_ctnn_dependencies_file "${CMAKE_CURRENT_LIST_FILE}")
+set(CTNN_CONFIG_DEPENDENCIES "")
 
 # A machine without these packages (the GPU machine) can use copies of this machine's, made by
 # scripts/vendor_deps.sh as a small install prefix: -DCTNN_VENDOR_DIR=<repo>/.vendor puts that prefix
 # first in every search (find_package, find_path, find_library) below and in the subdirectories.
-# stb has no CMake package: its vendored copy is reached through Boost::headers, whose include
-# directory is then <vendor>/include.
 set(CTNN_VENDOR_DIR "" CACHE PATH "Dependencies copied by scripts/vendor_deps.sh, searched before the system's")
 if(CTNN_VENDOR_DIR)
   if(NOT EXISTS "${CTNN_VENDOR_DIR}/include/boost/hana.hpp")
@@ -32,3 +38,10 @@ endif()
 
 ctnn_require(Boost libboost-dev 1.70 CONFIG)   # Boost.Hana (header-only)
 ctnn_require(ZLIB zlib1g-dev)                  # gzip-compressed IDX files
+
+include(${CMAKE_CURRENT_LIST_DIR}/ctnnStb.cmake)  # stb_image (no CMake package): the target ctnn::stb
+if(NOT CTNN_STB_FOUND)
+  message(FATAL_ERROR "ctnn: stb (stb/stb_image.h) was not found. On Debian/Ubuntu install it with:\n"
+                      "  sudo apt-get install libstb-dev\n"
+                      "or run scripts/install_deps.sh, which installs everything ctnn needs.")
+endif()

@@ -9,6 +9,7 @@ need=()
 [ -f /usr/include/zlib.h ]              || need+=(zlib1g-dev)
 [ -f /usr/include/stb/stb_image.h ]     || need+=(libstb-dev)
 [ -f /usr/include/CLI/CLI.hpp ]         || need+=(libcli11-dev)
+command -v pkg-config >/dev/null        || need+=(pkg-config)
 command -v cmake >/dev/null             || need+=(cmake)
 command -v g++ >/dev/null               || need+=(g++)
 
