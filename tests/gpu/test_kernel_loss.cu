@@ -3,7 +3,7 @@
 // cross-entropy with and without label smoothing, against labels and against probability targets;
 // the mean squared error against one-hot labels and against float targets; widths 1, 10, 37 and 100
 // (more than a warp's lanes); batches 1, 7 and 1024. Also: null grad and probs, and a bad label
-// (loss NaN, correct 0).
+// (loss NaN, correct 0), and two launches giving the same bits.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -114,6 +114,27 @@ void test_bad_label(Tally& t) {
   t(ok);
 }
 
+// Two launches on the same inputs give the same bits (fixed-order warp reductions, no atomics).
+template <class Loss>
+void test_repeat(Tally& t, const typename Loss::Options& o) {
+  constexpr int W = 100, batch = 1024;
+  const std::vector<float> z = random_vector(std::size_t(batch) * W, 9, -3.f, 3.f);
+  const std::vector<std::int32_t> y = random_labels(batch, W, 10);
+  Stream stream;
+  DeviceBuffer<float> d_z(z), d_grad(std::size_t(batch) * W), d_loss(batch), d_probs(std::size_t(batch) * W);
+  DeviceBuffer<std::int32_t> d_y(y), d_correct(batch);
+  std::vector<float> first_grad, first_loss;
+  for (int run = 0; run < 2; ++run) {
+    d_grad.poison(), d_loss.poison();
+    kernels::loss_forward_backward<Loss, W>(stream.s, o, d_z.ptr, d_y.ptr, nullptr, batch, d_grad.ptr, d_loss.ptr,
+                                            d_correct.ptr, d_probs.ptr);
+    stream.sync();
+    if (run == 0) first_grad = d_grad.download(), first_loss = d_loss.download();
+  }
+  t(same_bits(d_grad.download(), first_grad, (std::string(Loss::name) + " twice: grad").c_str()));
+  t(same_bits(d_loss.download(), first_loss, (std::string(Loss::name) + " twice: loss").c_str()));
+}
+
 }  // namespace
 
 int main() {
@@ -126,6 +147,8 @@ int main() {
     test_width<100>(t, 400);
     test_bad_label<SoftmaxCrossEntropy>(t);
     test_bad_label<Mse>(t);
+    test_repeat<SoftmaxCrossEntropy>(t, {0.1f});
+    test_repeat<Mse>(t, {});
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     t(false);
