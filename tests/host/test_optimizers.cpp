@@ -195,3 +195,22 @@ TEST_CASE("Optimizer options are checked", "[optimizer][errors]") {
   CHECK_THROWS_WITH(Adam::hyper({}, 0.1f, 0), Contains("ctnn: Adam: the step count t is 1-based"));
   CHECK_NOTHROW(Sgd::validate({}), Adam::validate({}), AdamW::validate({}));
 }
+
+TEST_CASE("Each optimizer minimises a quadratic over many steps", "[optimizer]") {
+  // f(p) = Σ (p_i − c_i)²/2, gradient p − c: every optimizer must bring p to c (Adam's bias
+  // corrections run to t = 2000, where they are 1 to float precision).
+  std::vector<float> c = values(7);
+  auto minimise = [&]<class Opt>(const typename Opt::Options& o, float lr) {
+    std::vector<float> p = values(8), g(n), state(Opt::state_slots * n, 0.f);
+    for (int t = 1; t <= 2000; ++t) {
+      for (std::size_t i = 0; i < n; ++i) g[i] = p[i] - c[i];
+      const auto h = Opt::hyper(o, t > 1500 ? lr / 100 : lr, t);
+      optimizer_step<Opt>(p.data(), g.data(), state.data(), n, h.data());
+    }
+    for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == Approx(c[i]).margin(1e-3));
+  };
+  minimise.operator()<Sgd>({0.9f, false, 0.f}, 0.05f);
+  minimise.operator()<Sgd>({0.9f, true, 0.f}, 0.05f);
+  minimise.operator()<Adam>({}, 0.01f);
+  minimise.operator()<AdamW>({0.9f, 0.999f, 1e-8f, 0.f}, 0.01f);
+}
