@@ -1,6 +1,7 @@
 # Uses ctnn the way a user would, in one of five modes, and checks the result. Run as
 #   cmake -DMODE=<mode> -DCTNN_SOURCE_DIR=<src> -DCTNN_BINARY_DIR=<build> -DWORK_DIR=<scratch>
-#         -DGENERATOR=<generator> -DCXX_COMPILER=<c++> [-DPKG_CONFIG=<pkg-config>] [-DFORWARD=<a|b|...>]
+#         -DGENERATOR=<generator> -DCXX_COMPILER=<c++> [-DPKG_CONFIG=<pkg-config>] [-DNVCC=<nvcc>]
+#         [-DFORWARD=<a|b|...>]
 #         -P run_consumer.cmake
 # find_package:          `cmake --install` ctnn's build into WORK_DIR/prefix and check what it holds;
 #                        configure find_package/ with CMAKE_PREFIX_PATH=<prefix>, check that it found
@@ -10,7 +11,8 @@
 #                        CMAKE_CUDA_ARCHITECTURES=80 must keep 80.
 # pkg_config:            install, then compile find_package/main.cpp with only
 #                        `pkg-config --cflags --libs ctnn` and run it; with ctnn-cuda.pc, also compile
-#                        pkg_config/cuda_main.cpp with `pkg-config --cflags --libs ctnn-cuda`.
+#                        pkg_config/cuda_main.cpp with `pkg-config --cflags --libs ctnn-cuda`, and
+#                        with NVCC, find_package/cuda_main.cu with nvcc and the same flags.
 # add_subdirectory:      configure add_subdirectory/ (a C++-only project), check that ctnn's tests,
 #                        install rules and CUDA stayed off and the project's languages are only CXX;
 #                        build, run, `cmake --install` it and check that no ctnn file was installed;
@@ -146,8 +148,17 @@ elseif(MODE STREQUAL "pkg_config")
         "${consumers}/pkg_config/cuda_main.cpp" -o "${WORK_DIR}/consumer_cuda" ${flags})
     run("run the CUDA host consumer" "${WORK_DIR}/consumer_cuda")
     check("its output: ${output}" output MATCHES "cudart [0-9]+, cuBLAS [0-9]+, LeNet-5 has 61706 parameters")
-    run("pkg-config --variable=nvcc_flags ctnn-cuda" ${pkg_config} --variable=nvcc_flags ctnn-cuda)
-    check("nvcc_flags carry --expt-relaxed-constexpr: ${output}" output MATCHES "--expt-relaxed-constexpr")
+    if(NVCC)  # the README's nvcc line: nvcc_flags, the default architecture, the ctnn-cuda flags
+      run("pkg-config --variable=nvcc_flags ctnn-cuda" ${pkg_config} --variable=nvcc_flags ctnn-cuda)
+      separate_arguments(nvcc_flags UNIX_COMMAND "${output}")
+      run("pkg-config --variable=cuda_architectures ctnn-cuda" ${pkg_config} --variable=cuda_architectures ctnn-cuda)
+      string(STRIP "${output}" arch)
+      check("ctnn-cuda.pc's cuda_architectures is 90 (got ${arch})" arch STREQUAL "90")
+      run("compile the CUDA consumer with nvcc and those flags" ${NVCC} -O2 -arch=sm_${arch} ${nvcc_flags}
+          "${consumers}/find_package/cuda_main.cu" -o "${WORK_DIR}/consumer_nvcc" ${flags})
+      run("run the nvcc-built consumer" "${WORK_DIR}/consumer_nvcc")
+      check("its output: ${output}" output MATCHES "CUDA consumer: runtime [0-9]+, cuBLAS [0-9]+, 8806 parameters")
+    endif()
   endif()
 
 elseif(MODE MATCHES "^add_subdirectory")
