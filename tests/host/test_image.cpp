@@ -267,16 +267,17 @@ TEST_CASE("image: missing, empty, corrupt, unsupported and blank images are refu
   std::ifstream in(png, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   write_bytes(cut, bytes.substr(0, bytes.size() / 2));
-  CHECK_THAT(error_of(cut), Catch::StartsWith(cut + ": cannot decode the PNG data (stb_image: ") &&
-                                Catch::Contains("ctnn reads PNG, JPEG, BMP and binary PGM/PPM images"));
+  CHECK_THAT(error_of(cut), Catch::StartsWith(cut + ": PNG: at byte offset ") && Catch::Contains("file truncated"));
 
   const std::string text = dir.file("digit.png");
   write_bytes(text, "this is not an image\n");
-  CHECK_THAT(error_of(text), Catch::StartsWith(text + ": cannot decode an unrecognised format (stb_image: "));
+  CHECK(error_of(text) ==
+        text + ": unrecognised format; ctnn reads PNG, JPEG (baseline), BMP and binary PGM/PPM images");
 
   const std::string ascii = dir.file("ascii.pgm");
   write_bytes(ascii, "P2\n2 2\n255\n0 255\n255 0\n");
-  CHECK_THAT(error_of(ascii), Catch::StartsWith(ascii + ": cannot decode the ASCII or 1-bit PNM data"));
+  CHECK(error_of(ascii) == ascii + ": PNM: P2 (ASCII, bitmap or PAM) is not supported; ctnn reads binary PGM (P5) "
+                                   "and PPM (P6)");
 
   const std::string blank = dir.file("blank.pgm");
   write_pgm(blank, GrayImage{50, 40, std::vector<std::uint8_t>(2000, 250)});
