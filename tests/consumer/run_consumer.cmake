@@ -5,7 +5,8 @@
 #         -P run_consumer.cmake
 # find_package:          `cmake --install` ctnn's build into WORK_DIR/prefix and check what it holds;
 #                        configure find_package/ with CMAKE_PREFIX_PATH=<prefix>, check that it found
-#                        that copy, build and run it.
+#                        that copy, build and run it; without zlib, find_package(ctnn) must fail and
+#                        name zlib's Debian package.
 # find_package_cuda:     the same as a CUDA project: it also builds and runs cuda_main.cu, and must get
 #                        ctnn's default CUDA architecture (90); a second configure with
 #                        CMAKE_CUDA_ARCHITECTURES=80 must keep 80.
@@ -107,6 +108,15 @@ if(MODE MATCHES "^find_package")
   run("build the consumer" ${CMAKE_COMMAND} --build "${build}")
   run("run the consumer" "${build}/consumer" "${WORK_DIR}")
   check_consumer_output("${output}")
+  if(NOT cuda)
+    # A dependency that cannot be found: find_package(ctnn) fails and names its Debian package.
+    execute_process(COMMAND ${configure} -S "${consumers}/find_package" -B "${WORK_DIR}/build-no-zlib"
+                            -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    check("configuring without zlib fails" NOT rc EQUAL 0)
+    check_contains("the message without zlib" "${out}" "ctnn needs ZLIB; on Debian/Ubuntu: sudo apt-get install zlib1g-dev")
+    message(STATUS "without zlib, find_package(ctnn) says what to install: ok")
+  endif()
   if(cuda)
     cache_value("${build}" CMAKE_CUDA_ARCHITECTURES arch)
     check("a consumer that chose no architecture gets ctnn's 90 (got ${arch})" arch STREQUAL "90")
