@@ -30,7 +30,8 @@ struct Mse {
   // when both are given.
   static void host(const Options&, const float* z, const std::int32_t* labels, const float* targets, int batch,
                    int width, float* grad, float* loss, std::int32_t* correct, float* /*probs*/) {
-    detail::check_loss_args(name, z, labels, targets, batch, width, loss, correct);
+    detail::check_loss_args(name, z, batch, width, loss, correct);
+    if (!labels && !targets) detail::throw_no_targets(name);
     const double scale = 2.0 / (double(batch) * width);
     for (int n = 0; n < batch; ++n) {
       const std::size_t row = std::size_t(n) * width;
