@@ -12,6 +12,12 @@ need=()
 command -v pkg-config >/dev/null        || need+=(pkg-config)
 command -v cmake >/dev/null             || need+=(cmake)
 command -v g++ >/dev/null               || need+=(g++)
+# clang with libFuzzer and the ASan/UBSan runtimes, for scripts/fuzz.sh (the fuzz pass of test.sh).
+if ! command -v clang++ >/dev/null; then
+  need+=(clang libclang-rt-dev)
+elif [ ! -f "$(clang++ -print-resource-dir)/lib/linux/libclang_rt.fuzzer-$(uname -m).a" ]; then
+  need+=("libclang-rt-$(clang++ -dumpversion | cut -d. -f1)-dev")
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install_deps: all dependencies present"

@@ -12,3 +12,11 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 cd "$build"
 ctest --output-on-failure -j "$jobs" "$@"
+
+# A short fuzz pass: every file parser under ASan + UBSan on its seed corpus, a few seconds per
+# target (CTNN_FUZZ_SECONDS). A long run: nice -n 19 scripts/fuzz.sh 3600 (see the README).
+if command -v clang++ >/dev/null || command -v clang++-14 >/dev/null; then
+  CTNN_FUZZ_BUILD="$build/fuzz" "$root/scripts/fuzz.sh" "${CTNN_FUZZ_SECONDS:-8}"
+else
+  echo "test.sh: clang++ not found, fuzz pass skipped (scripts/install_deps.sh installs it)"
+fi
