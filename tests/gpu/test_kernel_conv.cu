@@ -1,7 +1,8 @@
-// Conv kernels (kernels/conv.cuh) against the host reference Conv::bind<In>::forward/backward on fresh
-// random inputs, outputs poisoned first: forward through the rule's strategy and through both
-// strategies explicitly, backward dx, dw and db, and the determinism of the weight-gradient reduction
-// (a second run must give the same bits).
+// Conv kernels (kernels/conv.cuh, conv_direct.cuh, conv_gemm.cuh) against the host reference
+// Conv::bind<In>::forward/backward on fresh random inputs, outputs poisoned first: every kernel family
+// that can run the layer, in each direction (forward; backward data; backward weights and bias), the
+// implicit GEMM with both its tiles, and the rule's choice through forward/backward. Determinism: a
+// second run gives the same bits, and the families that sum in the same order agree to the bit.
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -25,20 +26,25 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batches, s
   using B = typename L::template bind<In>;
   using Dev = cuda_layer<L, In>;
   using G = typename Dev::dims;
-  constexpr bool direct_fits = kernels::ConvDirect<G>::fits;
+  using Fwd = kernels::ConvFwdGemm<G>;
+  constexpr bool fwd_direct = kernels::ConvDirect<G>::fits;
+  constexpr bool dgrad_direct = kernels::conv_dgrad_direct_fits<G>();
+  constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
   const int max_batch = std::max(batches);
-  std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d S=%d P=%d D=%d; forward %s, backward data %s; "
-              "workspace %zu floats at batch %d\n",
+  std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
+  if constexpr (wgrad_direct)
+    ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<ConvAlgo::direct>(max_batch));
+  std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d S=%d P=%d D=%d; rule: forward %s, backward data %s, "
+              "backward weights %s; workspace %zu floats at batch %d\n",
               name, G::C, G::H, G::W, G::Out, G::OH, G::OW, G::K, G::S, G::P, G::D, algo_name(Dev::forward_algo),
-              kernels::conv_dgrad_by_flip<G>() ? "flipped direct" : "gather", Dev::workspace_floats(max_batch),
-              max_batch);
+              algo_name(Dev::dgrad_algo), algo_name(Dev::wgrad_algo), Dev::workspace_floats(max_batch), max_batch);
 
   Stream stream;
-  DeviceBuffer<float> ws(Dev::workspace_floats(max_batch));
+  DeviceBuffer<float> ws(ws_floats);
   const CudaContext ctx{stream.s, nullptr, ws.ptr, ws.n};
   const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
   DeviceBuffer<float> d_w(w), d_b(b), d_dw(B::weight_count), d_db(B::bias_count);
-  char what[160];
+  char what[200];
   auto label = [&](int batch, const char* q) {
     std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
     return what;
@@ -50,39 +56,72 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batches, s
     std::vector<float> y_ref(ny), dx_ref(nx), dw_ref(B::weight_count), db_ref(B::bias_count);
     B::forward(w.data(), b.data(), x.data(), y_ref.data(), batch);
     B::backward(w.data(), x.data(), y_ref.data(), dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), batch);
-
     DeviceBuffer<float> d_x(x), d_dy(dy), d_y(ny), d_dx(nx);
-    d_y.poison();
-    Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-    stream.sync();
-    t(close_sum(d_y.download(), y_ref, label(batch, "forward (rule)")));
 
-    std::vector<float> y_direct, y_gemm;
-    if constexpr (direct_fits) {
-      d_y.poison();
-      Dev::template forward_with<ConvAlgo::direct>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+    // Runs `launch` on poisoned outputs, checks `out` against `ref`, returns what it wrote.
+    auto run = [&](auto&& launch, DeviceBuffer<float>& out, const std::vector<float>& ref, const char* q) {
+      out.poison();
+      launch();
       stream.sync();
-      y_direct = d_y.download();
-      t(close_sum(y_direct, y_ref, label(batch, "forward direct")));
-    }
-    d_y.poison();
-    Dev::template forward_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-    stream.sync();
-    y_gemm = d_y.download();
-    t(close_sum(y_gemm, y_ref, label(batch, "forward implicit GEMM")));
-    if (direct_fits)
-      std::printf("info: direct and implicit GEMM forward are %s\n",
-                  y_direct == y_gemm ? "equal" : "different (both within tolerance or reported above)");
+      std::vector<float> got = out.download();
+      t(close_sum(got, ref, label(batch, q)));
+      return got;
+    };
 
+    // Forward: the rule, each family, each GEMM tile; all sum bias + taps in (c, ky, kx) order.
+    const auto y_rule = run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref,
+                            "forward (rule)");
+    const auto y_wide = run([&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(
+                                      stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                            d_y, y_ref, "forward GEMM wide tile");
+    const auto y_narrow = run([&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmNarrow<Fwd::M>>(
+                                        stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                              d_y, y_ref, "forward GEMM narrow tile");
+    t(same_bits(y_narrow, y_wide, label(batch, "forward GEMM narrow = wide")));
+    if constexpr (fwd_direct) {
+      const auto y_direct = run([&] { Dev::template forward_with<ConvAlgo::direct>(ctx, d_w.ptr, d_b.ptr, d_x.ptr,
+                                                                                   d_y.ptr, batch); },
+                                d_y, y_ref, "forward direct");
+      t(same_bits(y_direct, y_wide, label(batch, "forward direct = GEMM")));
+    }
+    run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref, "forward (rule), again");
+    t(same_bits(d_y.download(), y_rule, label(batch, "forward (rule), second run")));
+
+    // Backward data.
+    const auto dx_gemm = run([&] { Dev::template backward_data_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_dy.ptr,
+                                                                                             d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data GEMM");
+    if constexpr (dgrad_direct)
+      run([&] { Dev::template backward_data_with<ConvAlgo::direct>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+          d_dx, dx_ref, "backward data direct");
+
+    // Backward weights and bias (the workspace poisoned too: stage 2 reads only what stage 1 wrote).
+    auto wgrad = [&](auto algo_tag, const char* q) {
+      constexpr ConvAlgo A = decltype(algo_tag)::value;
+      d_dw.poison(), d_db.poison(), ws.poison();
+      Dev::template backward_weights_with<A>(ctx, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch);
+      stream.sync();
+      std::vector<float> dw = d_dw.download(), db = d_db.download();
+      char q2[80];
+      std::snprintf(q2, sizeof q2, "%s dw", q);
+      t(close_sum(dw, dw_ref, label(batch, q2)));
+      std::snprintf(q2, sizeof q2, "%s db", q);
+      t(close_sum(db, db_ref, label(batch, q2)));
+      dw.insert(dw.end(), db.begin(), db.end());
+      return dw;
+    };
+    wgrad(std::integral_constant<ConvAlgo, ConvAlgo::implicit_gemm>{}, "backward weights GEMM");
+    if constexpr (wgrad_direct) wgrad(std::integral_constant<ConvAlgo, ConvAlgo::direct>{}, "backward weights direct");
+
+    // The rule through backward(), twice: same bits; with dx = null (a first layer) dx is untouched.
     d_dx.poison(), d_dw.poison(), d_db.poison(), ws.poison();
     Dev::backward(ctx, d_w.ptr, d_x.ptr, nullptr, d_dy.ptr, d_dx.ptr, d_dw.ptr, d_db.ptr, batch);
     stream.sync();
-    const std::vector<float> dw = d_dw.download(), db = d_db.download();
-    t(close_sum(d_dx.download(), dx_ref, label(batch, "backward dx")));
-    t(close_sum(dw, dw_ref, label(batch, "backward dw")));
-    t(close_sum(db, db_ref, label(batch, "backward db")));
-
-    // Determinism, and dx = null (the first layer): the same bits again, dx untouched.
+    const std::vector<float> dx = d_dx.download(), dw = d_dw.download(), db = d_db.download();
+    t(close_sum(dx, dx_ref, label(batch, "backward (rule) dx")));
+    t(close_sum(dw, dw_ref, label(batch, "backward (rule) dw")));
+    t(close_sum(db, db_ref, label(batch, "backward (rule) db")));
+    if (Dev::dgrad_algo == ConvAlgo::implicit_gemm) t(same_bits(dx, dx_gemm, label(batch, "backward (rule) dx = GEMM")));
     d_dx.poison(), d_dw.poison(), d_db.poison(), ws.poison();
     Dev::backward(ctx, d_w.ptr, d_x.ptr, nullptr, d_dy.ptr, nullptr, d_dw.ptr, d_db.ptr, batch);
     stream.sync();
@@ -91,6 +130,10 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batches, s
     const std::vector<float> untouched = d_dx.download();
     t(std::all_of(untouched.begin(), untouched.end(), [](float v) { return v != v; }) ||
       (std::printf("FAIL %s: dx written although null was passed\n", name), false));
+    d_dx.poison();
+    Dev::backward(ctx, d_w.ptr, d_x.ptr, nullptr, d_dy.ptr, d_dx.ptr, d_dw.ptr, d_db.ptr, batch);
+    stream.sync();
+    t(same_bits(d_dx.download(), dx, label(batch, "backward dx, second run")));
   }
 
   // A workspace one float short is refused before anything is launched.
@@ -118,6 +161,16 @@ int main() {
     // more work units than stage-1 blocks, so blocks loop over several units).
     test_conv<Conv<6, 5, Pad<2>>, Shape<1, 28, 28>>(t, "LeNet-5 conv1", {1, 37, 256}, 11);
     test_conv<Conv<16, 5>, Shape<6, 14, 14>>(t, "LeNet-5 conv2", {1, 37, 256}, 12);
+    // CIFAR-sized layers (the rule picks implicit GEMM): 3×3 pad 1 at 32×32 and 16×16, one strided.
+    test_conv<Conv<32, 3, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->32 at 32x32", {1, 37, 64}, 21);
+    test_conv<Conv<64, 3, Stride<2>, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->64 stride 2", {1, 37, 64}, 22);
+    test_conv<Conv<64, 3, Pad<1>>, Shape<64, 16, 16>>(t, "CIFAR 64->64 at 16x16", {1, 3, 64}, 23);
+    // The RGB stem of those networks (C = 3: direct, but the GEMM is checked too).
+    test_conv<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "CIFAR stem 3->32", {1, 37, 64}, 24);
+    // Odd sizes with stride 2: parity classes of different sizes; channels that fill no tile evenly.
+    test_conv<Conv<40, 3, Stride<2>, Pad<1>>, Shape<20, 15, 15>>(t, "odd 20->40 stride 2", {1, 37, 64}, 25);
+    // Stride 2 with dilation 2 and a 4-tap kernel: some parity classes get no taps at all.
+    test_conv<Conv<24, 4, Stride<3>, Dilation<2>, Pad<3>>, Shape<17, 11, 13>>(t, "stride 3 dilation 2", {1, 37, 64}, 26);
     // Stride and padding on an odd size; the gather's divisibility checks.
     test_conv<Conv<8, 3, Stride<2>, Pad<1>>, Shape<4, 13, 13>>(t, "strided padded", {1, 37, 64}, 13);
     // Dilation on a non-square input with C = 3.
@@ -126,10 +179,9 @@ int main() {
     test_conv<Conv<12, 5, Stride<2>, Pad<2>>, Shape<3, 32, 32>>(t, "RGB stem", {1, 37, 64}, 15);
     // Even kernel, stride 3 with dilation 2 on a non-square input.
     test_conv<Conv<7, 4, Stride<3>, Dilation<2>, Pad<3>>, Shape<2, 20, 23>>(t, "even kernel stride 3", {1, 37, 64}, 16);
-    // GEMM-shaped (the rule picks implicit GEMM): two BM tiles, nine weight-gradient channel tiles,
-    // two backward-data channel passes.
+    // Wide: two forward BM tiles, several weight-gradient tiles.
     test_conv<Conv<72, 3, Pad<1>>, Shape<16, 8, 8>>(t, "wide", {1, 37, 64}, 17);
-    // C·K·K + 1 > 256: two weight-gradient k tiles, each staging only the channels it reads.
+    // C·K·K > 256: several weight-gradient k tiles.
     test_conv<Conv<40, 3, Pad<1>>, Shape<32, 8, 8>>(t, "deep", {1, 37, 64}, 18);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());

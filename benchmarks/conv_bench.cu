@@ -1,0 +1,152 @@
+// Per-layer throughput of the convolution kernels (kernels/conv.cuh): for each layer, batch and
+// direction (forward, backward data, backward weights incl. its second reduction stage) every kernel
+// family that can run it, and the one the rule picks (marked *). Prints one table row each:
+//   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
+// Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls, then `samples` samples of
+// `reps` back-to-back calls between two CUDA events on one stream; the median sample / reps.
+// FLOPs: 2·Out·OH·OW·C·K·K per sample for each direction (the dense GEMM's count; the zero taps of
+// a padded border are counted, as everyone counts them). Peak: FP32 FMA lanes (128 per SM on Hopper)
+// × 2 × SM count × the peak clock the device reports.
+// Usage: conv_bench [samples] [reps]      (conv_bench 1 1: one call each, for ncu)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <ctnn/core/random.hpp>
+#include <ctnn/kernels/conv.cuh>
+#include <ctnn/layers/conv.hpp>
+
+using namespace ctnn;
+
+namespace {
+
+int g_samples = 30, g_reps = 10;
+double g_peak_tflops = 0;
+
+struct Buf {
+  float* p = nullptr;
+  explicit Buf(std::size_t n, std::uint64_t seed) {
+    CTNN_CUDA_CHECK(cudaMalloc(&p, (n ? n : 1) * sizeof(float)));
+    std::vector<float> h(n);
+    Random rng(seed);
+    for (auto& v : h) v = float(rng.uniform(-1.0, 1.0));
+    CTNN_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+template <class F>
+double time_us(cudaStream_t s, F&& launch) {
+  for (int i = 0; i < 5; ++i) launch();
+  CTNN_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  CTNN_CUDA_CHECK(cudaEventCreate(&a));
+  CTNN_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < g_samples; ++i) {
+    CTNN_CUDA_CHECK(cudaEventRecord(a, s));
+    for (int r = 0; r < g_reps; ++r) launch();
+    CTNN_CUDA_CHECK(cudaEventRecord(b, s));
+    CTNN_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CTNN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(1e3 * ms / g_reps);
+  }
+  CTNN_CUDA_CHECK(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void row(const char* layer, int batch, const char* dir, const char* kernel, bool chosen, double us,
+         double flops) {
+  const double tf = flops / (us * 1e-6) / 1e12;
+  std::printf("%-26s %5d  %-8s %-20s %c %9.1f %8.3f %8.2f %6.1f%%\n", layer, batch, dir, kernel,
+              chosen ? '*' : ' ', us, flops / 1e9, tf, 100.0 * tf / g_peak_tflops);
+}
+
+template <class L, class In>
+void bench(const char* name, std::initializer_list<int> batches) {
+  using B = typename L::template bind<In>;
+  using Dev = cuda_layer<L, In>;
+  using G = typename Dev::dims;
+  using Fwd = kernels::ConvFwdGemm<G>;
+  constexpr bool fwd_direct = kernels::ConvDirect<G>::fits;
+  constexpr bool dgrad_direct = kernels::conv_dgrad_direct_fits<G>();
+  constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
+  constexpr auto gemm = ConvAlgo::implicit_gemm, direct = ConvAlgo::direct;
+  const int max_batch = std::max(batches);
+  std::size_t ws_floats = Dev::template workspace_floats_for<gemm>(max_batch);
+  if constexpr (wgrad_direct) ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<direct>(max_batch));
+
+  cudaStream_t s;
+  CTNN_CUDA_CHECK(cudaStreamCreate(&s));
+  Buf w(B::weight_count, 1), b(B::bias_count, 2), dw(B::weight_count, 3), db(B::bias_count, 4);
+  Buf x(std::size_t(max_batch) * B::in_size, 5), y(std::size_t(max_batch) * B::out_size, 6);
+  Buf dy(std::size_t(max_batch) * B::out_size, 7), dx(std::size_t(max_batch) * B::in_size, 8);
+  Buf ws(ws_floats, 9);
+  const CudaContext ctx{s, nullptr, ws.p, ws_floats};
+
+  for (const int n : batches) {
+    const double flops = double(B::flops) * n;
+    auto fwd = [&](const char* k, bool chosen, auto&& f) { row(name, n, "fwd", k, chosen, time_us(s, f), flops); };
+    auto dgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "dgrad", k, chosen, time_us(s, f), flops); };
+    auto wgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "wgrad", k, chosen, time_us(s, f), flops); };
+    const bool fg = Dev::forward_algo == gemm, dg = Dev::dgrad_algo == gemm, wg = Dev::wgrad_algo == gemm;
+    fwd("gemm(auto tile)", fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+    fwd("gemm wide 128", false, [&] {
+      kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(s, w.p, b.p, x.p, y.p, n);
+    });
+    fwd("gemm narrow 64", false, [&] {
+      kernels::launch_conv_gemm<Fwd, kernels::ConvGemmNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n);
+    });
+    if constexpr (fwd_direct)
+      fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
+    dgr("gemm", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    if constexpr (dgrad_direct)
+      dgr(kernels::conv_dgrad_by_flip<G>() ? "direct (flip)" : "direct (gather)", !dg,
+          [&] { Dev::template backward_data_with<direct>(ctx, w.p, dy.p, dx.p, n); });
+    wgr("gemm + sum", wg, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
+    if constexpr (wgrad_direct)
+      wgr("direct + sum", !wg, [&] { Dev::template backward_weights_with<direct>(ctx, x.p, dy.p, dw.p, db.p, n); });
+  }
+  CTNN_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_samples = std::max(1, std::atoi(argv[1]));
+  if (argc > 2) g_reps = std::max(1, std::atoi(argv[2]));
+  int dev = 0, sms = 0, khz = 0;
+  cudaDeviceProp prop{};
+  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
+  CTNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  g_peak_tflops = 128.0 * 2 * sms * khz * 1e3 / 1e12;
+  std::printf("device: %s, %d SMs, peak clock %.0f MHz: FP32 peak %.1f TFLOP/s (128 FMA/clk/SM)\n", prop.name, sms,
+              khz / 1e3, g_peak_tflops);
+  std::printf("median of %d samples of %d calls; * = the kernel the rule picks\n", g_samples, g_reps);
+  std::printf("%-26s %5s  %-8s %-20s %c %9s %8s %8s %7s\n", "layer", "batch", "dir", "kernel", ' ', "us", "GFLOP",
+              "TFLOP/s", "peak");
+  // LeNet-5 (MNIST).
+  bench<Conv<6, 5, Pad<2>>, Shape<1, 28, 28>>("lenet conv1 1->6 5x5 28", {64, 256});
+  bench<Conv<16, 5>, Shape<6, 14, 14>>("lenet conv2 6->16 5x5 14", {64, 256});
+  // CIFAR-sized layers (3×32×32 input, 3×3 pad 1).
+  bench<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>("cifar 3->32 @32", {64, 256});
+  bench<Conv<32, 3, Pad<1>>, Shape<32, 32, 32>>("cifar 32->32 @32", {64, 256});
+  bench<Conv<64, 3, Stride<2>, Pad<1>>, Shape<32, 32, 32>>("cifar 32->64 s2 @32", {64, 256});
+  bench<Conv<64, 3, Pad<1>>, Shape<32, 16, 16>>("cifar 32->64 @16", {64, 256});
+  bench<Conv<64, 3, Pad<1>>, Shape<64, 16, 16>>("cifar 64->64 @16", {64, 256});
+  bench<Conv<64, 3, Stride<2>, Pad<1>>, Shape<64, 16, 16>>("cifar 64->64 s2 @16", {64, 256});
+  bench<Conv<64, 3, Pad<1>>, Shape<64, 8, 8>>("cifar 64->64 @8", {64, 256});
+  return 0;
+}

@@ -1,0 +1,410 @@
+#pragma once
+// The direct convolution kernels, for narrow layers (LeNet-5's sizes) where an implicit-GEMM tile
+// would be mostly padding: forward (a tiled direct kernel; with Flip also the backward-data pass of a
+// stride-1 convolution), backward data (a gather, no atomics) and backward weights + bias (a
+// deterministic two-stage reduction). conv.cuh picks between these and conv_gemm.cuh.
+//
+// Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
+// w [Out][C][K][K], b [Out]. Kernels are templated on ConvDims, a bag of the layer's integers, so two
+// networks with the same convolution share them.
+#include <cstddef>
+
+#include "launch.cuh"
+#include "reduce.cuh"
+
+namespace ctnn::kernels {
+
+template <int C_, int H_, int W_, int Out_, int K_, int S_, int P_, int D_>
+struct ConvDims {
+  static constexpr int C = C_, H = H_, W = W_, Out = Out_, K = K_, S = S_, P = P_, D = D_;
+  static constexpr int KK = K * K, CKK = C * KK;        // taps per output channel
+  static constexpr int span = D * (K - 1) + 1;           // extent of a dilated window
+  static constexpr int OH = (H + 2 * P - span) / S + 1, OW = (W + 2 * P - span) / S + 1;
+  static constexpr int OHW = OH * OW;
+  static constexpr std::size_t in_size = std::size_t(C) * H * W, out_size = std::size_t(Out) * OHW;
+  static constexpr bool valid = C > 0 && H > 0 && W > 0 && Out > 0 && K > 0 && S > 0 && P >= 0 &&
+                                D > 0 && span <= H + 2 * P && span <= W + 2 * P;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Forward, direct. A block computes `rows` output rows of one sample for all output channels. It
+// stages the input rows those outputs read (zero-padded, so the inner loop has no bounds checks) and
+// all the layer's weights in shared memory. Each thread computes one output pixel for `ocpt` output
+// channels: per tap one input value (conflict-free: neighbouring threads read neighbouring columns)
+// and `ocpt` weights (one broadcast vector load), then `ocpt` FMAs.
+//
+// With Flip, the same kernel computes the backward-data pass of a stride-1 convolution: dx is the
+// convolution of dy, padded by D·(K−1) − P, with the kernel rotated by 180° and its input and output
+// channels swapped. Then G describes that convolution (G::C = the layer's Out, G::Out = the layer's
+// C), w is the layer's weight [G::C][G::Out][K][K], and there is no bias.
+template <class G>
+struct ConvDirect {
+  static constexpr int threads = 128;
+  static constexpr int ocpt = G::Out <= 8 ? G::Out : 4;  // output channels per thread
+  static constexpr int groups = ceil_div(G::Out, ocpt);  // channel groups per pixel
+  static constexpr int oc_padded = groups * ocpt;
+  // About one (pixel, channel group) item per thread, balanced over the row tiles.
+  static constexpr int rows_wanted = clamp_to(threads / (G::OW * groups), 1, G::OH);
+  static constexpr int tiles = ceil_div(G::OH, rows_wanted);
+  static constexpr int rows = ceil_div(G::OH, tiles);
+  static constexpr int items = rows * G::OW * groups;
+  static constexpr int in_rows = (rows - 1) * G::S + G::span;
+  static constexpr int in_cols = (G::OW - 1) * G::S + G::span;
+  static constexpr int in_floats = round_up(G::C * in_rows * in_cols, 4);
+  static constexpr int w_floats = G::CKK * oc_padded;
+  static constexpr int smem_floats = in_floats + w_floats + oc_padded;
+  static constexpr bool fits = smem_floats <= smem_limit_floats;
+};
+
+template <class G, bool Flip = false>
+__global__ void __launch_bounds__(ConvDirect<G>::threads)
+kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][Out][K][K] with Flip)
+                           const float* __restrict__ b,  // [Out] (unused with Flip)
+                           const float* __restrict__ x,  // [batch][C][H][W]
+                           float* __restrict__ y)        // [batch][Out][OH][OW]
+{
+  using Cfg = ConvDirect<G>;
+  // Preconditions
+  static_assert(G::valid, "ctnn: invalid convolution geometry");
+  static_assert(Cfg::fits, "ctnn: the direct convolution's input rows and weights exceed 48 KB of "
+                           "shared memory; use ConvAlgo::implicit_gemm for this layer");
+  static_assert(Cfg::rows >= 1 && Cfg::rows * Cfg::tiles >= G::OH, "row tiles cover the output");
+  constexpr int C = G::C, H = G::H, W = G::W, K = G::K, S = G::S, D = G::D, OW = G::OW;
+  constexpr int OCPT = Cfg::ocpt, IR = Cfg::in_rows, IC = Cfg::in_cols;
+
+  __shared__ __align__(16) float in_s[Cfg::in_floats];   // (C, IR, IC), zero outside the input
+  __shared__ __align__(16) float w_s[Cfg::w_floats];     // (groups, C·K·K, OCPT)
+  __shared__ __align__(16) float b_s[Cfg::oc_padded];    // (groups·OCPT)
+
+  const int tile = int(blockIdx.x % unsigned(Cfg::tiles));
+  const std::size_t n = blockIdx.x / unsigned(Cfg::tiles);
+  const int oy0 = tile * Cfg::rows;
+
+  // e runs along w's memory order (o, tap = c·K·K + ky·K + kx); channels past Out are zero.
+  for (int e = threadIdx.x; e < Cfg::oc_padded * G::CKK; e += Cfg::threads) {
+    const int o = e / G::CKK, t = e % G::CKK;
+    float v = 0.f;
+    if (o < G::Out) {
+      if constexpr (Flip) v = w[((t / G::KK) * G::Out + o) * G::KK + (G::KK - 1 - t % G::KK)];
+      else v = w[e];
+    }
+    w_s[((o / OCPT) * G::CKK + t) * OCPT + o % OCPT] = v;
+  }
+  for (int e = threadIdx.x; e < Cfg::oc_padded; e += Cfg::threads)
+    b_s[e] = !Flip && e < G::Out ? b[e] : 0.f;
+  const float* xn = x + n * G::in_size;
+  const int iy0 = oy0 * S - G::P;
+  for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
+    const int c = e / (IR * IC), r = (e / IC) % IR, col = e % IC;
+    const int iy = iy0 + r, ix = col - G::P;
+    in_s[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? xn[(c * H + iy) * W + ix] : 0.f;
+  }
+  __syncthreads();
+
+  for (int item = threadIdx.x; item < Cfg::items; item += Cfg::threads) {
+    const int g = item / (Cfg::rows * OW), p = item % (Cfg::rows * OW);
+    const int ty = p / OW, ox = p % OW, oy = oy0 + ty;
+    if (oy >= G::OH) continue;  // last tile may be short; no barrier follows
+    float acc[OCPT];
+    load_shared(b_s + g * OCPT, acc);
+    const float* in_p = in_s + ty * S * IC + ox * S;  // top-left tap of this pixel's window
+    const float* w_g = w_s + g * G::CKK * OCPT;
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int ky = 0; ky < K; ++ky) {
+#pragma unroll
+        for (int kx = 0; kx < K; ++kx) {
+          const float v = in_p[(c * IR + ky * D) * IC + kx * D];
+          float wv[OCPT];
+          load_shared(w_g + ((c * K + ky) * K + kx) * OCPT, wv);
+#pragma unroll
+          for (int j = 0; j < OCPT; ++j) acc[j] = fmaf(v, wv[j], acc[j]);
+        }
+      }
+    }
+    float* yo = y + (n * G::Out + g * OCPT) * G::OHW + oy * OW + ox;
+#pragma unroll
+    for (int j = 0; j < OCPT; ++j)
+      if (g * OCPT + j < G::Out) yo[std::size_t(j) * G::OHW] = acc[j];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Backward data: dx[n][c][iy][ix] = Σ w[o][c][ky][kx] · dy[n][o][oy][ox] over the (o, ky, kx) with
+// oy·S − P + ky·D = iy and ox·S − P + kx·D = ix.
+//
+// Stride 1 (with P <= D·(K−1), so that the padding below is not negative): every (o, ky, kx) term
+// exists once dy is zero-padded, and dx is a forward convolution of dy, with padding D·(K−1) − P and
+// the kernel flipped (kernel_conv_forward_direct with Flip; each thread one input element, gathering
+// over o and the taps, for several input channels at once). Other strides: the gather kernel below.
+template <class G>
+using ConvDgradDims = ConvDims<G::Out, G::OH, G::OW, G::C, G::K, 1, G::D * (G::K - 1) - G::P, G::D>;
+
+template <class G>
+constexpr bool conv_dgrad_by_flip() {
+  if constexpr (G::S == 1 && G::P <= G::D * (G::K - 1)) {
+    static_assert(ConvDgradDims<G>::OH == G::H && ConvDgradDims<G>::OW == G::W, "dx has the input's shape");
+    return ConvDirect<ConvDgradDims<G>>::fits;
+  } else {
+    return false;
+  }
+}
+
+// The gather kernel: each thread gathers for `per_thread` input elements; a block covers `rows` input
+// rows of `ct` channels of one sample and stages, `ob` output channels at a time, their weights and
+// the dy rows its windows reach in shared memory; the divisibility checks skip the taps that fall
+// between strided outputs.
+template <class G>
+struct ConvDgrad {
+  static constexpr int threads = 128;
+  static constexpr int target = 256;  // input elements per block
+  static constexpr int ct = clamp_to(target / G::W, 1, G::C);  // input channels per block
+  static constexpr int c_tiles = ceil_div(G::C, ct);
+  static constexpr int rows_wanted = clamp_to(target / (ct * G::W), 1, G::H);
+  static constexpr int r_tiles = ceil_div(G::H, rows_wanted);
+  static constexpr int rows = ceil_div(G::H, r_tiles);
+  static constexpr int elems = ct * rows * G::W;
+  static constexpr int per_thread = ceil_div(elems, threads);
+  // Output rows that input rows [iy0, iy0 + rows) receive gradient from: at most this many.
+  static constexpr int dy_rows = min_of((rows - 1 + (G::K - 1) * G::D) / G::S + 1, G::OH);
+  static constexpr int per_o = ct * G::KK + dy_rows * G::OW;  // shared floats per output channel
+  static constexpr int ob = min_of(G::Out, (smem_limit_floats * 2 / 3) / per_o);
+  static constexpr int passes = ob > 0 ? ceil_div(G::Out, ob) : 0;
+  static constexpr int w_floats = round_up(max_of(ob, 1) * ct * G::KK, 4);
+  static constexpr int dy_floats = max_of(ob, 1) * dy_rows * G::OW;
+};
+
+template <class G>
+__global__ void __launch_bounds__(ConvDgrad<G>::threads)
+kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
+                          const float* __restrict__ dy,  // [batch][Out][OH][OW]
+                          float* __restrict__ dx)        // [batch][C][H][W]
+{
+  using Cfg = ConvDgrad<G>;
+  constexpr int C = G::C, H = G::H, W = G::W, K = G::K, S = G::S, P = G::P, D = G::D;
+  constexpr int OH = G::OH, OW = G::OW, CT = Cfg::ct, ROWS = Cfg::rows, OB = Cfg::ob;
+  // Preconditions
+  static_assert(G::valid, "ctnn: invalid convolution geometry");
+  static_assert(OB >= 1, "ctnn: one output channel's weights and dy rows exceed the shared-memory "
+                         "budget of the backward-data kernel");
+  static_assert(Cfg::per_thread * Cfg::threads >= Cfg::elems, "threads cover the block's elements");
+
+  __shared__ __align__(16) float w_s[Cfg::w_floats];    // (OB, CT, K, K)
+  __shared__ __align__(16) float dy_s[Cfg::dy_floats];  // (OB, dy_rows, OW), zero past OH
+
+  const unsigned blk = blockIdx.x;
+  const int rt = int(blk % unsigned(Cfg::r_tiles));
+  const int cti = int((blk / unsigned(Cfg::r_tiles)) % unsigned(Cfg::c_tiles));
+  const std::size_t n = blk / unsigned(Cfg::r_tiles * Cfg::c_tiles);
+  const int c0 = cti * CT, iy0 = rt * ROWS;
+  const int a = iy0 + P - (K - 1) * D;  // lowest oy·S that reaches row iy0
+  const int oy_lo = a <= 0 ? 0 : ceil_div(a, S);
+  const float* dyn = dy + n * G::out_size;
+
+  float acc[Cfg::per_thread];
+#pragma unroll
+  for (int it = 0; it < Cfg::per_thread; ++it) acc[it] = 0.f;
+
+  for (int pass = 0; pass < Cfg::passes; ++pass) {
+    const int o0 = pass * OB;
+    __syncthreads();  // the previous pass has finished reading w_s and dy_s
+    for (int e = threadIdx.x; e < OB * CT * G::KK; e += Cfg::threads) {
+      const int j = e / (CT * G::KK), cc = (e / G::KK) % CT, t = e % G::KK;
+      const int o = o0 + j, c = c0 + cc;
+      w_s[e] = (o < G::Out && c < C) ? w[(o * C + c) * G::KK + t] : 0.f;
+    }
+    for (int e = threadIdx.x; e < OB * Cfg::dy_rows * OW; e += Cfg::threads) {
+      const int j = e / (Cfg::dy_rows * OW), r = (e / OW) % Cfg::dy_rows, ox = e % OW;
+      const int o = o0 + j, oy = oy_lo + r;
+      dy_s[e] = (o < G::Out && oy < OH) ? dyn[(o * OH + oy) * OW + ox] : 0.f;
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int it = 0; it < Cfg::per_thread; ++it) {
+      const int item = threadIdx.x + it * Cfg::threads;
+      if (item >= Cfg::elems) continue;
+      const int cc = item / (ROWS * W), iy = iy0 + (item / W) % ROWS, ix = item % W;
+      if (c0 + cc >= C || iy >= H) continue;
+      float g = acc[it];
+#pragma unroll
+      for (int ky = 0; ky < K; ++ky) {
+        const int ty = iy + P - ky * D;  // = oy·S when tap ky of output row oy reads row iy
+        if (ty < 0) break;               // decreases with ky
+        if (S > 1 && ty % S != 0) continue;
+        const int oy = ty / S;
+        if (oy >= OH) continue;
+        const float* dy_row = dy_s + (oy - oy_lo) * OW;
+#pragma unroll
+        for (int kx = 0; kx < K; ++kx) {
+          const int tx = ix + P - kx * D;
+          if (tx < 0) break;
+          if (S > 1 && tx % S != 0) continue;
+          const int ox = tx / S;
+          if (ox >= OW) continue;
+          const float* w_tap = w_s + (cc * K + ky) * K + kx;
+#pragma unroll
+          for (int j = 0; j < OB; ++j)
+            g = fmaf(w_tap[j * CT * G::KK], dy_row[j * Cfg::dy_rows * OW + ox], g);
+        }
+      }
+      acc[it] = g;
+    }
+  }
+
+  float* dxn = dx + n * G::in_size;
+#pragma unroll
+  for (int it = 0; it < Cfg::per_thread; ++it) {
+    const int item = threadIdx.x + it * Cfg::threads;
+    if (item >= Cfg::elems) continue;
+    const int cc = item / (ROWS * W), iy = iy0 + (item / W) % ROWS, ix = item % W;
+    if (c0 + cc < C && iy < H) dxn[((c0 + cc) * H + iy) * W + ix] = acc[it];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Backward weights and bias, stage 1 of 2. dW (Out × C·K·K) = dY (Out × R) · Xcolᵀ (R × C·K·K) over
+// the R = batch·OH·OW output positions, with db as one more column of Xcol that is all ones
+// (k = C·K·K). The positions are cut into work units (one sample × `rows` output rows); block b takes
+// a contiguous run of units and writes its partial sums to partials[b]; stage 2 (sum_partials) adds
+// the rows of partials in a fixed order. A block covers `ktile` columns k and `mt` channels o; thread
+// (rg, mg, k) accumulates `tm` channels for one k over every rg-th position of each unit, and the rg
+// groups are combined in a fixed order at the end.
+namespace detail {
+template <class Cfg, class G>
+constexpr int wgrad_smem_floats(int rows) {
+  const int xr = (rows - 1) * G::S + G::span, xw = (G::OW - 1) * G::S + G::span;
+  return round_up(Cfg::cx * xr * xw, 4) + round_up(rows * G::OW * Cfg::mt, 4) + Cfg::red_floats;
+}
+// Output rows per unit: about 256 positions, balanced over the tiles, shrunk until shared memory fits.
+template <class Cfg, class G>
+constexpr int wgrad_rows() {
+  int r = clamp_to(ceil_div(256, G::OW), 1, G::OH);
+  r = ceil_div(G::OH, ceil_div(G::OH, r));
+  while (r > 1 && wgrad_smem_floats<Cfg, G>(r) > smem_limit_floats) --r;
+  return r;
+}
+}  // namespace detail
+
+template <class G>
+struct ConvWgradShape {
+  static constexpr int kcols = G::CKK + 1;  // weight taps, then the bias column
+  static constexpr int E = G::Out * kcols;  // floats per partial: dW [Out][C·K·K], then db [Out]
+  static constexpr int ktile = min_of(round_up(kcols, 32), 256);
+  static constexpr int k_tiles = ceil_div(kcols, ktile);
+  static constexpr int tm = G::Out <= 8 ? G::Out : 8;  // channels per thread
+  static constexpr int m_groups = ceil_div(G::Out, tm);
+  static constexpr int mg_block = clamp_to(256 / ktile, 1, m_groups);
+  static constexpr int m_tiles = ceil_div(m_groups, mg_block);
+  static constexpr int mt = mg_block * tm;  // channels per block
+  static constexpr int rg = max_of(1, 256 / (ktile * mg_block));
+  static constexpr int threads = rg * mg_block * ktile;
+  static constexpr int cx = min_of(G::C, (ktile - 1) / G::KK + 2);  // input channels a k tile reads
+  static constexpr int red_floats = rg > 1 ? rg * mt * ktile : 0;
+};
+
+template <class G>
+struct ConvWgrad : ConvWgradShape<G> {
+  using Base = ConvWgradShape<G>;
+  static constexpr int rows = detail::wgrad_rows<Base, G>();
+  static constexpr int tiles = ceil_div(G::OH, rows);
+  static constexpr int xr = (rows - 1) * G::S + G::span, xw = (G::OW - 1) * G::S + G::span;
+  static constexpr int x_floats = round_up(Base::cx * xr * xw, 4);
+  static constexpr int dy_floats = round_up(rows * G::OW * Base::mt, 4);
+  static constexpr bool fits = detail::wgrad_smem_floats<Base, G>(rows) <= smem_limit_floats;
+  // At most this many stage-1 blocks (rows of partials). Enough for several blocks per SM of a
+  // 132-SM H100, so that the load latency of one block's units hides behind the others': up to 1024
+  // when a partial is small (LeNet-5's conv1: 156 floats), fewer as partials grow and stage 2 has more
+  // to read (at most 2^18 floats of partials), never below 256.
+  static constexpr int max_partials = clamp_to((1 << 18) / Base::E, 256, 1024);
+  static constexpr long long units(int batch) { return (long long)(batch > 0 ? batch : 0) * tiles; }
+  static constexpr int partials(int batch) { return int(min_of<long long>(units(batch), max_partials)); }
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    return std::size_t(partials(max_batch)) * std::size_t(Base::E);
+  }
+};
+
+template <class G>
+__global__ void __launch_bounds__(ConvWgrad<G>::threads)
+kernel_conv_backward_weights(const float* __restrict__ x,   // [batch][C][H][W]
+                             const float* __restrict__ dy,  // [batch][Out][OH][OW]
+                             float* __restrict__ partials,  // [gridDim.x][E]
+                             int units)                     // batch · tiles
+{
+  using Cfg = ConvWgrad<G>;
+  constexpr int S = G::S, D = G::D, OW = G::OW, TM = Cfg::tm, MT = Cfg::mt, RG = Cfg::rg;
+  constexpr int KT = Cfg::ktile, XR = Cfg::xr, XW = Cfg::xw, CKK = G::CKK;
+  // Preconditions
+  static_assert(G::valid, "ctnn: invalid convolution geometry");
+  static_assert(Cfg::fits, "ctnn: the weight-gradient kernel's tiles exceed 48 KB of shared memory");
+  static_assert(KT % 32 == 0, "each warp holds one (rg, mg) pair, so dy_s reads are broadcasts");
+  static_assert(Cfg::threads <= 1024 && Cfg::rows * Cfg::tiles >= G::OH, "launch shape");
+
+  __shared__ __align__(16) float x_s[Cfg::x_floats];    // (cx, XR, XW): input rows of one unit
+  __shared__ __align__(16) float dy_s[Cfg::dy_floats];  // (rows·OW, MT): dy of one unit
+  __shared__ float red_s[RG > 1 ? Cfg::red_floats : 1];  // (RG, MT, KT): per-group sums
+
+  const int nb = int(gridDim.x), blk = int(blockIdx.x);
+  const int k0 = int(blockIdx.y) * KT, o0 = int(blockIdx.z) * MT, c_lo = k0 / G::KK;
+  const int kl = threadIdx.x % KT, mg = (threadIdx.x / KT) % Cfg::mg_block;
+  const int rgi = threadIdx.x / (KT * Cfg::mg_block);
+  const int k = k0 + kl;
+  const bool is_w = k < CKK, is_bias = k == CKK;
+  int koff = 0;  // offset of tap k in x_s, relative to a position's window origin
+  if (is_w) {
+    const int c = k / G::KK, r = k % G::KK;
+    koff = ((c - c_lo) * XR + (r / G::K) * D) * XW + (r % G::K) * D;
+  }
+
+  float acc[TM];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) acc[i] = 0.f;
+
+  const int u_begin = int((long long)blk * units / nb), u_end = int((long long)(blk + 1) * units / nb);
+  for (int u = u_begin; u < u_end; ++u) {
+    const std::size_t n = std::size_t(u / Cfg::tiles);
+    const int oy0 = (u % Cfg::tiles) * Cfg::rows;
+    const int pixels = min_of(Cfg::rows, G::OH - oy0) * OW;
+    __syncthreads();  // the previous unit has finished reading x_s and dy_s
+    const float* xn = x + n * G::in_size;
+    for (int e = threadIdx.x; e < Cfg::cx * XR * XW; e += Cfg::threads) {
+      const int c = c_lo + e / (XR * XW), iy = oy0 * S - G::P + (e / XW) % XR, ix = e % XW - G::P;
+      x_s[e] = (c < G::C && iy >= 0 && iy < G::H && ix >= 0 && ix < G::W)
+                   ? xn[(c * G::H + iy) * G::W + ix]
+                   : 0.f;
+    }
+    const float* dyn = dy + n * G::out_size + oy0 * OW;
+    for (int e = threadIdx.x; e < MT * Cfg::rows * OW; e += Cfg::threads) {
+      const int i = e / (Cfg::rows * OW), p = e % (Cfg::rows * OW), o = o0 + i;
+      dy_s[p * MT + i] = (o < G::Out && p < pixels) ? dyn[std::size_t(o) * G::OHW + p] : 0.f;
+    }
+    __syncthreads();
+    for (int p = rgi; p < pixels; p += RG) {
+      const float v = is_bias ? 1.f : x_s[koff + (p / OW) * S * XW + (p % OW) * S];
+      float d[TM];
+      load_shared(dy_s + p * MT + mg * TM, d);
+#pragma unroll
+      for (int i = 0; i < TM; ++i) acc[i] = fmaf(v, d[i], acc[i]);
+    }
+  }
+
+  if constexpr (RG > 1) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) red_s[(rgi * MT + mg * TM + i) * KT + kl] = acc[i];
+    __syncthreads();
+    if (rgi == 0)
+      for (int g = 1; g < RG; ++g)
+#pragma unroll
+        for (int i = 0; i < TM; ++i) acc[i] += red_s[(g * MT + mg * TM + i) * KT + kl];
+  }
+  if (rgi == 0 && (is_w || is_bias)) {
+    float* part = partials + std::size_t(blk) * Cfg::E;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int o = o0 + mg * TM + i;
+      if (o < G::Out) part[is_w ? o * CKK + k : G::Out * CKK + o] = acc[i];
+    }
+  }
+}
+
+}  // namespace ctnn::kernels

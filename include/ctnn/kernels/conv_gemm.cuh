@@ -1,0 +1,524 @@
+#pragma once
+// Convolution as implicit GEMM, for layers wide enough to fill a matrix tile (>= 16 input and output
+// channels): forward, backward data and backward weights, all FP32 on the CUDA cores.
+//
+//   forward         Y  (Out × batch·OH·OW) = W (Out × C·K·K)   · Xcol  (C·K·K × batch·OH·OW)
+//   backward data   dX (C × batch·H·W)     = Wᵀ (C × Out·taps) · dYcol (Out·taps × batch·H·W)
+//   backward weight dW (Out × C·K·K)       = dY (Out × batch·OH·OW) · Xcolᵀ (batch·OH·OW × C·K·K)
+//
+// The column matrices are never stored: each k tile is gathered from the activation tensor straight
+// into shared memory with cp.async (4-byte copies; a padded or out-of-range element is zero-filled by
+// the copy itself), two stages deep, so the gather of tile k+1 overlaps the arithmetic on tile k.
+// A block owns a BM × BN tile of the result; each thread holds TM × TN accumulators and per k step
+// reads TM + TN operands from shared memory as float4 (the tiles are stored k-major and XOR-swizzled
+// so that the transposing stores of the gather hit few banks and the float4 reads none).
+//
+// Backward data with stride S splits dX into S·S parity classes (iy mod S, ix mod S). In a class only
+// the taps with (iy + P − ky·D) divisible by S contribute, and they read dy at a fixed offset from
+// (iy div S), so each class is a dense GEMM with no zero taps (for S = 1 there is one class: the
+// usual "convolution with the flipped kernel").
+//
+// Backward weights reduces over batch·OH·OW: the reduction is cut into a number of splits that
+// depends on the batch alone; block (split, k tile, o tile) writes its partial tile and
+// sum_partials adds the splits in a fixed order: deterministic, no atomics. db is the row sums of dY,
+// accumulated by the blocks of the first k tile on the side.
+//
+// Every accumulator starts from the bias (or zero) and adds its k terms in increasing k with fmaf, so
+// the result does not depend on the tile shape (the forward's bits equal the direct kernel's).
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "launch.cuh"
+#include "reduce.cuh"
+
+namespace ctnn::kernels {
+
+// --- cp.async (sm_80+), with a synchronous fallback for older targets -------------------------------
+__device__ __forceinline__ void cp_async_f32(float* dst_smem, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+#else
+  *dst_smem = valid ? *src : 0.f;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// --- Tile shape ------------------------------------------------------------------------------------
+// Thread (tr, tc) of the TR × TC thread grid owns rows ((g·TR + tr)·4 + i) and columns
+// ((h·TC + tc)·4 + j), i, j < 4, of the BM × BN tile: float4 groups strided by the thread grid, so
+// that neighbouring threads read neighbouring float4s (conflict-free) and store neighbouring columns.
+template <int BM_, int BN_, int TM_, int TN_, int BK_ = 16, int Stages_ = 2>
+struct GemmTile {
+  static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_, stages = Stages_;
+  static constexpr int TR = BM / TM, TC = BN / TN;  // thread rows, thread columns
+  static constexpr int threads = TR * TC;
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are whole float4s");
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "the swizzle permutes float4s inside 32-float rows");
+  static_assert(BM % TM == 0 && BN % TN == 0 && threads % 32 == 0 && threads <= 256, "thread grid");
+  static_assert(threads % BK == 0, "a thread keeps one k row of every tile it gathers");
+  static_assert(stages >= 2, "double buffering at least");
+  static constexpr int smem_floats = stages * BK * (BM + BN);
+  static_assert(smem_floats <= smem_limit_floats, "static shared memory");
+};
+
+// Element (kk, col) of a k-major tile with `BX` columns: float4 group of col XOR'd with kk mod 8.
+template <int BX>
+__device__ __forceinline__ int swizzle(int kk, int col) {
+  return kk * BX + (col ^ ((kk & 7) << 2));
+}
+
+// acc[i][j] += Σ_kk A[kk][row i] · B[kk][column j] over one BK step.
+template <class T>
+__device__ __forceinline__ void tile_multiply(const float* As, const float* Bs, int tr, int tc,
+                                              float (&acc)[T::TM][T::TN]) {
+#pragma unroll
+  for (int kk = 0; kk < T::BK; ++kk) {
+    float a[T::TM], b[T::TN];
+#pragma unroll
+    for (int g = 0; g < T::TM / 4; ++g) {
+      const float4 v = *reinterpret_cast<const float4*>(As + swizzle<T::BM>(kk, (g * T::TR + tr) * 4));
+      a[4 * g] = v.x, a[4 * g + 1] = v.y, a[4 * g + 2] = v.z, a[4 * g + 3] = v.w;
+    }
+#pragma unroll
+    for (int h = 0; h < T::TN / 4; ++h) {
+      const float4 v = *reinterpret_cast<const float4*>(Bs + swizzle<T::BN>(kk, (h * T::TC + tc) * 4));
+      b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ int tile_row(int i, int tr) { return ((i / 4) * T::TR + tr) * 4 + i % 4; }
+template <class T>
+__device__ __forceinline__ int tile_col(int j, int tc) { return ((j / 4) * T::TC + tc) * 4 + j % 4; }
+
+// --- The two GEMM problems of the forward kind ------------------------------------------------------
+// Both compute out[n][m][oy(a)][ox(b)] = bias[m] + Σ_k A(m, k) · src[n][ch][a·YS + Y0 + ty(jy)]
+// [b·XS + X0 + tx(jx)], zero where the source index falls outside the source, for columns
+// q = (n, a, b) over batch × QH × QW and k = (ch, jy, jx) over SC × NY × NX window taps;
+// A(m, k) = a_src[m·AMS + a_koff(ch, jy, jx)].
+
+// Forward: A = W [Out][C·K·K], source x, columns the output pixels.
+template <class G>
+struct ConvFwdGemm {
+  static constexpr int M = G::Out, SC = G::C, NY = G::K, NX = G::K;
+  static constexpr int SH = G::H, SW = G::W;                 // source x
+  static constexpr int QH = G::OH, QW = G::OW;               // columns per sample
+  static constexpr int YS = G::S, Y0 = -G::P, XS = G::S, X0 = -G::P;
+  static constexpr int OH = G::OH, OW = G::OW;               // out = y
+  static constexpr int OYS = 1, OY0 = 0, OXS = 1, OX0 = 0;   // column (a, b) → out pixel
+  static constexpr bool has_bias = true;
+  static constexpr int ty(int j) { return j * G::D; }
+  static constexpr int tx(int j) { return j * G::D; }
+  static constexpr int AMS = G::CKK;
+  static constexpr int a_koff(int ch, int jy, int jx) { return (ch * G::K + jy) * G::K + jx; }
+};
+
+// The taps ky of a K-tap, dilation-D, stride-S window that reach input rows ≡ Py (mod S): those with
+// ky·D ≡ Py + P (mod S). They form the progression first + j·step, j < count, and read dy row
+// (iy div S) + off0 − j·doff.
+template <int K, int S, int P, int D, int Py>
+struct ParityTaps {
+  static constexpr int first = [] {
+    for (int k = 0; k < K; ++k)
+      if (((Py + P - k * D) % S + S) % S == 0) return k;
+    return K;
+  }();
+  static constexpr int step = [] {
+    int s = 1;
+    while ((s * D) % S != 0) ++s;
+    return s;
+  }();
+  static constexpr int count = first < K ? (K - 1 - first) / step + 1 : 0;
+  static constexpr int off0 = first < K ? (Py + P - first * D) / S : 0;  // exact division
+  static constexpr int doff = step * D / S;
+};
+
+// Backward data, parity class (Py, Px): A(c, k = (o, jy, jx)) = w[o][c][ky(jy)][kx(jx)], source dy,
+// columns the input pixels (Py + S·a, Px + S·b).
+template <class G, int Py, int Px>
+struct ConvDgradGemm {
+  using TY = ParityTaps<G::K, G::S, G::P, G::D, Py>;
+  using TX = ParityTaps<G::K, G::S, G::P, G::D, Px>;
+  static constexpr int M = G::C, SC = G::Out, NY = TY::count, NX = TX::count;
+  static constexpr int SH = G::OH, SW = G::OW;  // source dy
+  static constexpr int QH = Py < G::H ? (G::H - Py + G::S - 1) / G::S : 0;
+  static constexpr int QW = Px < G::W ? (G::W - Px + G::S - 1) / G::S : 0;
+  static constexpr int YS = 1, Y0 = 0, XS = 1, X0 = 0;
+  static constexpr int OH = G::H, OW = G::W;  // out = dx
+  static constexpr int OYS = G::S, OY0 = Py, OXS = G::S, OX0 = Px;
+  static constexpr bool has_bias = false;
+  static constexpr int ty(int j) { return TY::off0 - j * TY::doff; }
+  static constexpr int tx(int j) { return TX::off0 - j * TX::doff; }
+  static constexpr int AMS = G::KK;
+  static constexpr int a_koff(int o, int jy, int jx) {
+    return o * G::C * G::KK + (TY::first + jy * TY::step) * G::K + TX::first + jx * TX::step;
+  }
+};
+
+// One k of a GEMM of the forward kind, precomputed per block in shared memory: where its tap sits
+// relative to a column's window origin in the source, which window tap it is (a bit of the column's
+// validity mask; `taps` for k past the end, whose bit is always clear), and its offset in A.
+struct alignas(16) ConvTap {
+  int src_off, r, a_off, unused;
+};
+
+template <class Pb>
+struct ConvGemmTaps {
+  static constexpr int taps = Pb::NY * Pb::NX, Kd = Pb::SC * taps;
+  static_assert(taps < 64, "ctnn: the implicit-GEMM convolution supports windows of up to 63 taps (7x7)");
+  using Mask = std::conditional_t<(taps < 32), unsigned, unsigned long long>;
+  __device__ static ConvTap at(int k) {
+    if (k >= Kd) return {0, taps, 0, 0};
+    const int ch = k / taps, r = k - ch * taps, jy = r / Pb::NX, jx = r - jy * Pb::NX;
+    return {(ch * Pb::SH + Pb::ty(jy)) * Pb::SW + Pb::tx(jx), r, Pb::a_koff(ch, jy, jx), 0};
+  }
+  // Bit r set when window tap r of the window at (y_org, x_org) falls inside the source.
+  __device__ static Mask valid_taps(int y_org, int x_org) {
+    Mask row = 0, m = 0;
+#pragma unroll
+    for (int jx = 0; jx < Pb::NX; ++jx)
+      if (unsigned(x_org + Pb::tx(jx)) < unsigned(Pb::SW)) row |= Mask(1) << jx;
+#pragma unroll
+    for (int jy = 0; jy < Pb::NY; ++jy)
+      if (unsigned(y_org + Pb::ty(jy)) < unsigned(Pb::SH)) m |= row << (jy * Pb::NX);
+    return m;
+  }
+};
+
+template <class Pb, class T>
+__global__ void __launch_bounds__(T::threads)
+kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m·AMS + a_off(k)]
+                 const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
+                 const float* __restrict__ src,    // [batch][SC][SH][SW]
+                 float* __restrict__ out,          // [batch][M][OH][OW]
+                 int columns)                      // batch·QH·QW
+{
+  using Taps = ConvGemmTaps<Pb>;
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, NT = T::threads;
+  constexpr int QHW = Pb::QH * Pb::QW, SHW = Pb::SH * Pb::SW, Kd = Taps::Kd;
+  constexpr int k_tiles = (Kd + BK - 1) / BK;
+  constexpr int a_per_thread = (BK * BM + NT - 1) / NT, b_rows = NT / BN;
+  // Preconditions
+  static_assert(NT % BN == 0 && BK % b_rows == 0, "each thread gathers one column of the source tile");
+  static_assert(QHW > 0 && Pb::M > 0, "a non-empty problem");
+  static_assert(T::smem_floats + 4 * max_of(k_tiles * BK, 1) <= smem_limit_floats,
+                "ctnn: the implicit-GEMM convolution's k table and tiles exceed 48 KB of shared memory");
+
+  __shared__ __align__(16) float As[T::stages][BK * BM];  // (BK, BM) weights, swizzled
+  __shared__ __align__(16) float Bs[T::stages][BK * BN];  // (BK, BN) gathered source, swizzled
+  __shared__ ConvTap tap_s[max_of(k_tiles * BK, 1)];      // (k)
+
+  const int tr = threadIdx.x / T::TC, tc = threadIdx.x % T::TC;
+  const int q0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  for (int k = threadIdx.x; k < k_tiles * BK; k += NT) tap_s[k] = Taps::at(k);
+
+  // The source column this thread gathers, decoded once: its window origin, its sample, and which
+  // window taps fall inside the source (none for a column past the end).
+  const int lq = threadIdx.x % BN, lk = threadIdx.x / BN;
+  const int q = q0 + lq;
+  const bool q_ok = q < columns;
+  const int qn = q_ok ? q / QHW : 0, qp = q_ok ? q % QHW : 0;
+  const int y_org = (qp / Pb::QW) * Pb::YS + Pb::Y0, x_org = (qp % Pb::QW) * Pb::XS + Pb::X0;
+  const typename Taps::Mask valid = q_ok ? Taps::valid_taps(y_org, x_org) : 0;
+  const float* src_q = src + std::size_t(qn) * Pb::SC * SHW;
+  const int org = y_org * Pb::SW + x_org;  // may be negative: only valid taps are added to it
+  __syncthreads();                         // tap_s is ready
+
+  auto load_tile = [&](int stage, int kt) {
+    const int k0 = kt * BK;
+#pragma unroll
+    for (int j = 0; j < a_per_thread; ++j) {
+      const int e = threadIdx.x + j * NT;  // (m, kk) with kk fastest: neighbours read along k
+      const int kk = e % BK, m = m0 + e / BK;
+      const bool ok = e < BK * BM && m < Pb::M && k0 + kk < Kd;
+      if (e < BK * BM)
+        cp_async_f32(&As[stage][swizzle<BM>(kk, e / BK)], ok ? a_src + m * Pb::AMS + tap_s[k0 + kk].a_off : a_src, ok);
+    }
+#pragma unroll
+    for (int j = 0; j < BK / b_rows; ++j) {
+      const int kk = lk + j * b_rows;
+      const ConvTap t = tap_s[k0 + kk];  // the same k across the warp: a broadcast
+      const bool ok = (valid >> t.r) & 1;
+      cp_async_f32(&Bs[stage][swizzle<BN>(kk, lq)], ok ? src_q + (org + t.src_off) : src, ok);
+    }
+  };
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + tile_row<T>(i, tr);
+    const float b0 = Pb::has_bias && m < Pb::M ? bias[m] : 0.f;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = b0;
+  }
+
+#pragma unroll
+  for (int s = 0; s < T::stages - 1; ++s) {
+    if (s < k_tiles) load_tile(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<T::stages - 2>();  // this thread's copies of tile kt have landed
+    __syncthreads();                 // everyone's have, and everyone is done with tile kt − 1
+    const int next = kt + T::stages - 1;
+    if (next < k_tiles) load_tile(next % T::stages, next);  // into the stage tile kt − 1 used
+    cp_async_commit();
+    tile_multiply<T>(As[kt % T::stages], Bs[kt % T::stages], tr, tc, acc);
+  }
+  cp_async_wait<0>();
+
+  // Columns j of a thread come in runs of 4 consecutive q; for the forward (contiguous output rows,
+  // QH·QW a multiple of 4) a run is 4 consecutive floats of one sample's plane: one float4 store.
+  constexpr bool contiguous = Pb::OYS == 1 && Pb::OXS == 1 && Pb::QW == Pb::OW && QHW % 4 == 0;
+  const bool vec = contiguous && (reinterpret_cast<std::uintptr_t>(out) % 16 == 0);
+#pragma unroll
+  for (int h = 0; h < TN / 4; ++h) {
+    const int qc = q0 + tile_col<T>(4 * h, tc);
+    if (qc >= columns) continue;
+    const int n = qc / QHW, p = qc % QHW;
+    if (vec && qc + 3 < columns) {
+      float* o = out + std::size_t(n) * Pb::M * QHW + p;
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const int m = m0 + tile_row<T>(i, tr);
+        if (m < Pb::M)
+          *reinterpret_cast<float4*>(o + std::size_t(m) * QHW) =
+              make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int qj = qc + j;
+        if (qj >= columns) break;
+        const int nj = qj / QHW, pj = qj % QHW;
+        const int oy = (pj / Pb::QW) * Pb::OYS + Pb::OY0, ox = (pj % Pb::QW) * Pb::OXS + Pb::OX0;
+        float* o = out + std::size_t(nj) * Pb::M * (Pb::OH * Pb::OW) + oy * Pb::OW + ox;
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+          const int m = m0 + tile_row<T>(i, tr);
+          if (m < Pb::M) o[std::size_t(m) * (Pb::OH * Pb::OW)] = acc[i][4 * h + j];
+        }
+      }
+    }
+  }
+}
+
+// Tiles for the forward kind: BM covers the output channels (32 or 64 rows, 8 thread rows), BN the
+// columns. The wide tile (BN 128, 8 × 8 per thread) reuses each operand the most; the narrow one
+// (BN 64, 8 × 4 or 4 × 4) doubles the block count when the columns are few (small images, small
+// batch), where the wide tile would leave SMs idle. Both sum in the same order: same bits.
+template <int M>
+using ConvGemmWide = GemmTile<(M <= 32 ? 32 : 64), 128, (M <= 32 ? 4 : 8), 8>;
+template <int M>
+using ConvGemmNarrow = GemmTile<(M <= 32 ? 32 : 64), 64, (M <= 32 ? 4 : 8), 4>;
+
+// Wide when it gives at least this many blocks (two per SM of a 132-SM H100), narrow otherwise.
+inline constexpr long long conv_gemm_wide_min_blocks = 264;
+
+template <class Pb, class T>
+void launch_conv_gemm(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
+                      float* out, int batch) {
+  if constexpr (Pb::QH * Pb::QW > 0) {  // else an empty parity class (S > H): nothing to write
+    const long long columns = (long long)batch * Pb::QH * Pb::QW;
+    if (columns > (1LL << 30))
+      throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) +
+                                  " is too large for the implicit-GEMM kernels");
+    const dim3 grid(grid_for(std::size_t(columns), T::BN), unsigned(ceil_div(Pb::M, T::BM)));
+    kernel_conv_gemm<Pb, T><<<grid, T::threads, 0, stream>>>(a_src, bias, src, out, int(columns));
+    CTNN_CHECK_LAUNCH();
+  }
+}
+
+template <class Pb>
+void launch_conv_gemm_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
+                           float* out, int batch) {
+  using Wide = ConvGemmWide<Pb::M>;
+  const long long blocks = ceil_div<long long>((long long)batch * Pb::QH * Pb::QW, Wide::BN) *
+                           ceil_div(Pb::M, Wide::BM);  // 0 for an empty parity class
+  if (blocks >= conv_gemm_wide_min_blocks) launch_conv_gemm<Pb, Wide>(stream, a_src, bias, src, out, batch);
+  else launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
+}
+
+// Backward data: one launch per parity class (one for stride 1).
+template <class G, int Py = 0, int Px = 0>
+void launch_conv_dgrad_gemm(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+  launch_conv_gemm_auto<ConvDgradGemm<G, Py, Px>>(stream, w, nullptr, dy, dx, batch);
+  if constexpr (Px + 1 < G::S) launch_conv_dgrad_gemm<G, Py, Px + 1>(stream, w, dy, dx, batch);
+  else if constexpr (Py + 1 < G::S) launch_conv_dgrad_gemm<G, Py + 1, 0>(stream, w, dy, dx, batch);
+}
+
+// --- Backward weights -------------------------------------------------------------------------------
+// Rows o (BM of Out), columns k (BN of C·K·K), reduction over q = (n, oy, ox) in BK steps. BN is the
+// candidate (64, 96, 128) that pads C·K·K least, the larger on a tie: 3×3 kernels on 32 or 64
+// channels (288, 576 taps) get 96, with no padding.
+template <int CKK>
+constexpr int wgrad_bn() {
+  int best = 64;
+  for (int bn : {64, 96, 128}) {
+    const int waste = ceil_div(CKK, bn) * bn - CKK, best_waste = ceil_div(CKK, best) * best - CKK;
+    if (waste <= best_waste) best = bn;
+  }
+  return best;
+}
+
+template <class G>
+struct ConvWgradGemm {
+  static constexpr int BN_ = wgrad_bn<G::CKK>();
+  using Tile = GemmTile<(G::Out <= 32 ? 32 : 64), BN_, (G::Out <= 32 ? 4 : 8), (BN_ == 64 ? 4 : 8)>;
+  static constexpr int m_tiles = ceil_div(G::Out, Tile::BM), n_tiles = ceil_div(G::CKK, Tile::BN);
+  static constexpr int E = G::Out * G::CKK + G::Out;  // floats per partial: dW, then db
+  // About this many blocks in all (≈ 4 per SM of an H100), so that the gather latency hides.
+  static constexpr int target_blocks = 512;
+  static constexpr int max_splits = ceil_div(target_blocks, m_tiles * n_tiles);
+  // The reduction over batch·OH·OW in BK steps, cut into splits of `per_split` steps each.
+  static constexpr long long steps(int batch) { return ceil_div<long long>((long long)batch * G::OHW, Tile::BK); }
+  static constexpr long long per_split(int batch) {
+    return ceil_div<long long>(steps(batch), min_of<long long>(max_splits, max_of<long long>(steps(batch), 1)));
+  }
+  static constexpr int splits(int batch) {
+    return steps(batch) == 0 ? 0 : int(ceil_div<long long>(steps(batch), per_split(batch)));
+  }
+  // An upper bound of splits(batch) for every batch <= max_batch (splits itself is not monotonic).
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    return std::size_t(min_of<long long>(max_splits, steps(max_batch > 0 ? max_batch : 0))) * E;
+  }
+};
+
+template <class G>
+__global__ void __launch_bounds__(ConvWgradGemm<G>::Tile::threads)
+kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
+                       const float* __restrict__ dy,  // [batch][Out][OH][OW]
+                       float* __restrict__ partials,  // [gridDim.x][E]: dW [Out][C·K·K], db [Out]
+                       int rows,                      // batch·OH·OW
+                       int per_split)                 // BK steps per split
+{
+  using Cfg = ConvWgradGemm<G>;
+  using T = typename Cfg::Tile;
+  constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, NT = T::threads;
+  constexpr int a_per_thread = ceil_div(BK * BM, NT), b_per_thread = ceil_div(BK * BN, NT);
+  // Preconditions
+  static_assert(G::valid, "ctnn: invalid convolution geometry");
+  static_assert(NT % BK == 0, "each thread gathers one reduction row of every tile");
+
+  __shared__ __align__(16) float As[T::stages][BK * BM];  // (BK, BM): dy, q-major, swizzled
+  __shared__ __align__(16) float Bs[T::stages][BK * BN];  // (BK, BN): x window taps, swizzled
+
+  const int tr = threadIdx.x / T::TC, tc = threadIdx.x % T::TC;
+  const int split = blockIdx.x, n0 = blockIdx.y * BN, m0 = blockIdx.z * BM;
+  const int step0 = split * per_split;
+  const int step_end = min_of(step0 + per_split, ceil_div(rows, BK));
+  const int kk = threadIdx.x % BK, lr = threadIdx.x / BK;  // this thread's reduction row, and lane
+  using Taps = ConvGemmTaps<ConvFwdGemm<G>>;
+
+  __shared__ ConvTap tap_s[BN];  // (BN): the block's k columns (r = K·K past C·K·K: never valid)
+  for (int nn = threadIdx.x; nn < BN; nn += NT) tap_s[nn] = Taps::at(n0 + nn);
+  __syncthreads();
+
+  auto load_tile = [&](int stage, int step) {
+    const int q = step * BK + kk;
+    const bool q_ok = q < rows;
+    const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
+    const float* dyq = dy + std::size_t(n) * G::Out * G::OHW + p;
+#pragma unroll
+    for (int j = 0; j < a_per_thread; ++j) {
+      const int mm = lr + j * (NT / BK), o = m0 + mm;
+      const bool ok = q_ok && o < G::Out;
+      if (mm < BM) cp_async_f32(&As[stage][swizzle<BM>(kk, mm)], ok ? dyq + o * G::OHW : dy, ok);
+    }
+    // Position q's window: its origin and which of its taps fall inside x.
+    const int iy0 = (p / G::OW) * G::S - G::P, ix0 = (p % G::OW) * G::S - G::P;
+    const typename Taps::Mask valid = q_ok ? Taps::valid_taps(iy0, ix0) : 0;
+    const float* xq = x + std::size_t(n) * G::in_size;
+    const int org = iy0 * G::W + ix0;  // may be negative: only valid taps are added to it
+#pragma unroll
+    for (int j = 0; j < b_per_thread; ++j) {
+      const int nn = lr + j * (NT / BK);
+      if (nn < BN) {
+        const ConvTap t = tap_s[nn];
+        const bool ok = (valid >> t.r) & 1;
+        cp_async_f32(&Bs[stage][swizzle<BN>(kk, nn)], ok ? xq + (org + t.src_off) : x, ok);
+      }
+    }
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  float bacc[TM];  // db, in the blocks of the first k tile, by their threads of column 0
+#pragma unroll
+  for (int i = 0; i < TM; ++i) bacc[i] = 0.f;
+  const bool sums_bias = blockIdx.y == 0 && tc == 0;
+
+  const int nsteps = max_of(step_end - step0, 0);
+#pragma unroll
+  for (int s = 0; s < T::stages - 1; ++s) {
+    if (s < nsteps) load_tile(s, step0 + s);
+    cp_async_commit();
+  }
+  for (int t = 0; t < nsteps; ++t) {
+    cp_async_wait<T::stages - 2>();
+    __syncthreads();
+    const int next = t + T::stages - 1;
+    if (next < nsteps) load_tile(next % T::stages, step0 + next);
+    cp_async_commit();
+    const float* A = As[t % T::stages];
+    tile_multiply<T>(A, Bs[t % T::stages], tr, tc, acc);
+    if (sums_bias) {
+#pragma unroll
+      for (int r = 0; r < BK; ++r)
+#pragma unroll
+        for (int i = 0; i < TM; ++i) bacc[i] += A[swizzle<BM>(r, tile_row<T>(i, tr))];
+    }
+  }
+  cp_async_wait<0>();
+
+  float* part = partials + std::size_t(split) * Cfg::E;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int o = m0 + tile_row<T>(i, tr);
+    if (o >= G::Out) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int k = n0 + tile_col<T>(j, tc);
+      if (k < G::CKK) part[o * G::CKK + k] = acc[i][j];
+    }
+    if (sums_bias) part[G::Out * G::CKK + o] = bacc[i];
+  }
+}
+
+// Stage 1 into `partials` (at least ConvWgradGemm<G>::workspace_floats(batch) floats), then stage 2.
+template <class G>
+void launch_conv_wgrad_gemm(cudaStream_t stream, const float* x, const float* dy, float* partials,
+                            float* dw, float* db, int batch) {
+  using Cfg = ConvWgradGemm<G>;
+  const long long rows = (long long)batch * G::OHW;
+  if (rows + Cfg::Tile::BK > 0x7fffffffLL)
+    throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
+  const int splits = Cfg::splits(batch);
+  const dim3 grid(unsigned(splits), Cfg::n_tiles, Cfg::m_tiles);
+  kernel_conv_wgrad_gemm<G><<<grid, Cfg::Tile::threads, 0, stream>>>(x, dy, partials, int(rows),
+                                                                      int(Cfg::per_split(batch)));
+  CTNN_CHECK_LAUNCH();
+  sum_partials(stream, partials, splits, Cfg::E, G::Out * G::CKK, dw, db);
+}
+
+}  // namespace ctnn::kernels
