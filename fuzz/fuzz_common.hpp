@@ -2,6 +2,8 @@
 // libFuzzer harness helpers. A harness accepts any bytes: ctnn must answer with a value or a
 // ctnn::io_error (a json::syntax_error for the JSON reader); anything else (another exception, a
 // crash, a sanitizer report, a timeout, running out of the memory limit) is a finding.
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -9,11 +11,11 @@
 #include <span>
 #include <string>
 
-#include <unistd.h>
-
 namespace ctnn_fuzz {
 
-inline std::span<const std::uint8_t> bytes(const std::uint8_t* data, std::size_t size) { return {data, size}; }
+inline std::span<const std::uint8_t> bytes(const std::uint8_t* data, std::size_t size) {
+  return {data, size};
+}
 
 // A file holding these bytes, for the readers that take a path; one per process, rewritten per input.
 inline const std::string& scratch_file(const std::uint8_t* data, std::size_t size) {

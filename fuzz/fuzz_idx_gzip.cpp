@@ -4,7 +4,6 @@
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-
   if (size < 2 || data[0] != 0x1f || data[1] != 0x8b) return 0;  // raw: the other harness
   for (const std::uint8_t rank : {std::uint8_t(3), std::uint8_t(1)}) {
     try {

@@ -6,7 +6,8 @@
 #include "fuzz_common.hpp"
 
 namespace {
-using Tiny = ctnn::Network<ctnn::Seq<ctnn::Conv<2, 3>, ctnn::ReLU, ctnn::Dense<3>, ctnn::Softmax>, ctnn::Input<1, 5, 5>>;
+using Tiny =
+    ctnn::Network<ctnn::Seq<ctnn::Conv<2, 3>, ctnn::ReLU, ctnn::Dense<3>, ctnn::Softmax>, ctnn::Input<1, 5, 5>>;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,13 +1,14 @@
 // Writes the seed corpora under fuzz/corpus/<target>/: small valid files of each format (and a few
 // near misses) for the fuzzers to mutate. Run by hand when the formats change:
-//   g++ -std=c++20 -I include -I tests/host fuzz/make_seeds.cpp -lz -o /tmp/make_seeds && /tmp/make_seeds fuzz/corpus
+//   g++ -std=c++20 -I include -I tests/host fuzz/make_seeds.cpp -lz -o /tmp/make_seeds && /tmp/make_seeds
+//   fuzz/corpus
+#include <zlib.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC
@@ -23,7 +24,8 @@ using ctnn_test::Bytes;
 static fs::path root;
 static void put(const std::string& target, const std::string& name, const Bytes& b) {
   fs::create_directories(root / target);
-  std::ofstream(root / target / name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  std::ofstream(root / target / name, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
 static Bytes gz(const Bytes& b) {
   z_stream zs{};
@@ -64,10 +66,14 @@ int main(int argc, char** argv) {
   put("idx_gzip", "two_members.gz", two);
   // JSON and safetensors.
   auto text = [](const std::string& s) { return Bytes(s.begin(), s.end()); };
-  put("json", "header", text(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})"));
-  put("json", "all_kinds", text(R"( {"a": [1, -2, 0, 9223372036854775807], "b": {"c": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}, "t": true, "f": false, "n": null, "e": {}, "l": []} )"));
+  put("json", "header",
+      text(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})"));
+  put("json", "all_kinds",
+      text(
+          R"( {"a": [1, -2, 0, 9223372036854775807], "b": {"c": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}, "t": true, "f": false, "n": null, "e": {}, "l": []} )"));
   const std::string tmp = (fs::temp_directory_path() / "ctnn_seed.safetensors").string();
-  auto st = [&](const std::string& name, const std::vector<ctnn::io::Tensor>& t, const std::map<std::string, std::string>& m) {
+  auto st = [&](const std::string& name, const std::vector<ctnn::io::Tensor>& t,
+                const std::map<std::string, std::string>& m) {
     ctnn::io::write_safetensors(tmp, t, m);
     std::ifstream in(tmp, std::ios::binary);
     put("safetensors", name, Bytes(std::istreambuf_iterator<char>(in), {}));
@@ -75,11 +81,15 @@ int main(int argc, char** argv) {
   std::vector<float> w0(18), b0 = {0.5f, -0.5f}, w2(54), b2 = {1, 2, 3};
   for (int k = 0; k < 18; ++k) w0[std::size_t(k)] = 0.01f * float(k);
   for (int k = 0; k < 54; ++k) w2[std::size_t(k)] = -0.001f * float(k);
-  st("tiny_network", {ctnn::io::Tensor::from_floats("layers.0.weight", {2, 1, 3, 3}, w0), ctnn::io::Tensor::from_floats("layers.0.bias", {2}, b0),
-                      ctnn::io::Tensor::from_floats("layers.2.weight", {3, 18}, w2), ctnn::io::Tensor::from_floats("layers.2.bias", {3}, b2)},
+  st("tiny_network",
+     {ctnn::io::Tensor::from_floats("layers.0.weight", {2, 1, 3, 3}, w0),
+      ctnn::io::Tensor::from_floats("layers.0.bias", {2}, b0),
+      ctnn::io::Tensor::from_floats("layers.2.weight", {3, 18}, w2),
+      ctnn::io::Tensor::from_floats("layers.2.bias", {3}, b2)},
      {{"format", "ctnn"}});
-  st("checkpoint", {ctnn::io::Tensor::from_floats("m", {2, 2}, std::vector<float>{1, 2, 3, 4}),
-                    ctnn::io::Tensor::from_int64s("step", {1}, std::vector<std::int64_t>{42})},
+  st("checkpoint",
+     {ctnn::io::Tensor::from_floats("m", {2, 2}, std::vector<float>{1, 2, 3, 4}),
+      ctnn::io::Tensor::from_int64s("step", {1}, std::vector<std::int64_t>{42})},
      {{"epoch", "3"}});
   fs::remove(tmp);
   // PNG: each colour type, a few depths, palette with tRNS.
@@ -87,14 +97,16 @@ int main(int argc, char** argv) {
   put("png", "gray1.png", ctnn_test::png(9, 3, 0, 1, gradient(6)));
   put("png", "gray16_key.png", ctnn_test::png(3, 2, 0, 16, gradient(12), {}, Bytes{0, 37}));
   put("png", "rgb8.png", ctnn_test::png(4, 3, 2, 8, gradient(36)));
-  put("png", "palette4.png", ctnn_test::png(6, 2, 3, 4, Bytes{0x01, 0x23, 0x45, 0x67, 0x89, 0xab}, gradient(48), Bytes{0, 128, 255}));
+  put("png", "palette4.png",
+      ctnn_test::png(6, 2, 3, 4, Bytes{0x01, 0x23, 0x45, 0x67, 0x89, 0xab}, gradient(48), Bytes{0, 128, 255}));
   put("png", "ga16.png", ctnn_test::png(2, 2, 4, 16, gradient(16)));
   put("png", "rgba8.png", ctnn_test::png(3, 3, 6, 8, gradient(36), {}, {}, 7));
   // BMP.
   put("bmp", "rgb24.bmp", ctnn_test::bmp(5, 3, 24, false, gradient(45)));
   put("bmp", "rgb24_topdown.bmp", ctnn_test::bmp(5, 3, 24, true, gradient(45)));
   put("bmp", "pal8.bmp", ctnn_test::bmp(6, 2, 8, false, Bytes{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, gradient(16)));
-  put("bmp", "pal1.bmp", ctnn_test::bmp(9, 2, 1, true, Bytes{0xa5, 0x80, 0x5a, 0x00}, Bytes{0, 0, 0, 0, 255, 255, 255, 0}));
+  put("bmp", "pal1.bmp",
+      ctnn_test::bmp(9, 2, 1, true, Bytes{0xa5, 0x80, 0x5a, 0x00}, Bytes{0, 0, 0, 0, 255, 255, 255, 0}));
   put("bmp", "bitfields565.bmp", ctnn_test::bmp(3, 2, 16, false, gradient(12), {}, 3, {0xf800, 0x07e0, 0x001f}));
   put("bmp", "rgb32.bmp", ctnn_test::bmp(2, 2, 32, false, gradient(16)));
   // PNM.
@@ -106,10 +118,12 @@ int main(int argc, char** argv) {
     Bytes pixels(std::size_t(w * h * comp));
     for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = std::uint8_t(k * 13 % 251);
     Bytes out;
-    stbi_write_jpg_to_func([](void* ctx, void* data, int n) {
-      auto* o = static_cast<Bytes*>(ctx);
-      o->insert(o->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
-    }, &out, w, h, comp, pixels.data(), quality);
+    stbi_write_jpg_to_func(
+        [](void* ctx, void* data, int n) {
+          auto* o = static_cast<Bytes*>(ctx);
+          o->insert(o->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
+        },
+        &out, w, h, comp, pixels.data(), quality);
     return out;
   };
   put("jpeg", "gray.jpg", jpg(16, 8, 1, 90));

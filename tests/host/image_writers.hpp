@@ -2,11 +2,11 @@
 // Small writers for the image formats ctnn reads, for tests and fuzz seeds: PNG of any colour type
 // and bit depth (every filter type used, chunks split), BMP of any depth, either row order, and
 // binary PGM/PPM of any maxval. They write what the specifications say, independently of ctnn's readers.
+#include <zlib.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
 
 namespace ctnn_test {
 
@@ -43,7 +43,13 @@ inline Bytes png(std::uint32_t w, std::uint32_t h, int color, int depth, const B
       const int a = i >= bpp ? rows[y * rb + i - bpp] : 0, b = y ? rows[(y - 1) * rb + i] : 0,
                 c = y && i >= bpp ? rows[(y - 1) * rb + i - bpp] : 0;
       const int p = a + b - c, pa = p > a ? p - a : a - p, pb = p > b ? p - b : b - p, pc = p > c ? p - c : c - p;
-      const int pred = f == 0 ? 0 : f == 1 ? a : f == 2 ? b : f == 3 ? (a + b) / 2 : (pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+      const int pred = f == 0   ? 0
+                       : f == 1 ? a
+                       : f == 2 ? b
+                       : f == 3 ? (a + b) / 2
+                                : (pa <= pb && pa <= pc ? a
+                                   : pb <= pc           ? b
+                                                        : c);
       filtered.push_back(std::uint8_t(x - pred));
     }
   }
@@ -61,16 +67,19 @@ inline Bytes png(std::uint32_t w, std::uint32_t h, int color, int depth, const B
   if (!plte.empty()) png_chunk(out, "PLTE", plte);
   if (!trns.empty()) png_chunk(out, "tRNS", trns);
   for (std::size_t at = 0; at < z.size(); at += idat)
-    png_chunk(out, "IDAT", Bytes(z.begin() + std::ptrdiff_t(at), z.begin() + std::ptrdiff_t(std::min(z.size(), at + idat))));
+    png_chunk(out, "IDAT",
+              Bytes(z.begin() + std::ptrdiff_t(at), z.begin() + std::ptrdiff_t(std::min(z.size(), at + idat))));
   png_chunk(out, "IEND", {});
   return out;
 }
 
 // BMP with a BITMAPINFOHEADER. `rows`: |h| rows of packed pixels top row first, row_bytes each (no
 // padding); written bottom-up unless top_down. palette: B,G,R,0 per entry.
-inline Bytes bmp(std::int32_t w, std::int32_t h, int bpp, bool top_down, const Bytes& rows, const Bytes& palette = {},
-                 std::uint32_t compression = 0, const std::vector<std::uint32_t>& masks = {}) {
-  const std::size_t rb = (std::size_t(w) * std::size_t(bpp) + 7) / 8, stride = (std::size_t(w) * std::size_t(bpp) + 31) / 32 * 4;
+inline Bytes bmp(std::int32_t w, std::int32_t h, int bpp, bool top_down, const Bytes& rows,
+                 const Bytes& palette = {}, std::uint32_t compression = 0,
+                 const std::vector<std::uint32_t>& masks = {}) {
+  const std::size_t rb = (std::size_t(w) * std::size_t(bpp) + 7) / 8,
+                    stride = (std::size_t(w) * std::size_t(bpp) + 31) / 32 * 4;
   const std::uint32_t off = std::uint32_t(14 + 40 + 4 * masks.size() + palette.size());
   Bytes out = {'B', 'M'};
   put_le(out, std::uint32_t(off + stride * std::size_t(h)), 4);
@@ -98,10 +107,11 @@ inline Bytes bmp(std::int32_t w, std::int32_t h, int bpp, bool top_down, const B
 }
 
 // Binary PGM (channels 1) or PPM (channels 3); samples big-endian 2 bytes above maxval 255.
-inline Bytes pnm(int channels, std::uint32_t w, std::uint32_t h, std::uint32_t maxval, const std::vector<std::uint32_t>& samples,
-                 const std::string& comment = "") {
-  std::string head = std::string(channels == 1 ? "P5" : "P6") + "\n" + (comment.empty() ? "" : "# " + comment + "\n") +
-                     std::to_string(w) + " " + std::to_string(h) + "\n" + std::to_string(maxval) + "\n";
+inline Bytes pnm(int channels, std::uint32_t w, std::uint32_t h, std::uint32_t maxval,
+                 const std::vector<std::uint32_t>& samples, const std::string& comment = "") {
+  std::string head = std::string(channels == 1 ? "P5" : "P6") + "\n" +
+                     (comment.empty() ? "" : "# " + comment + "\n") + std::to_string(w) + " " + std::to_string(h) +
+                     "\n" + std::to_string(maxval) + "\n";
   Bytes out(head.begin(), head.end());
   for (const auto s : samples) {
     if (maxval > 255) out.push_back(std::uint8_t(s >> 8));

@@ -2,16 +2,14 @@
 // orders, PGM/PPM maxvals, baseline JPEG; and issue 10's hostile files: every truncation refused,
 // overflowing headers, bad Huffman tables, progressive JPEG, limits the caller sets.
 #include <catch2/catch.hpp>
-
-#include "image_writers.hpp"
-
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <ctnn/io/image.hpp>  // stb_image's implementation is compiled in test_image.cpp
 #include <string>
 #include <vector>
 
-#include <ctnn/io/image.hpp>  // stb_image's implementation is compiled in test_image.cpp
+#include "image_writers.hpp"
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC
 #include <stb/stb_image_write.h>
@@ -30,8 +28,12 @@ std::string error_of(const Bytes& b, const ImageLimits& limits = {}) {
   }
   return "no error";
 }
-std::uint8_t scaled(std::uint32_t v, std::uint32_t maxval) { return std::uint8_t(std::lround(v * 255.0 / maxval)); }
-std::uint8_t luma(unsigned r, unsigned g, unsigned b) { return std::uint8_t((299 * r + 587 * g + 114 * b + 500) / 1000); }
+std::uint8_t scaled(std::uint32_t v, std::uint32_t maxval) {
+  return std::uint8_t(std::lround(v * 255.0 / maxval));
+}
+std::uint8_t luma(unsigned r, unsigned g, unsigned b) {
+  return std::uint8_t((299 * r + 587 * g + 114 * b + 500) / 1000);
+}
 
 // Pseudo-random samples in [0, maxval].
 std::vector<std::uint32_t> samples(std::size_t n, std::uint32_t maxval, std::uint32_t seed) {
@@ -47,9 +49,12 @@ Bytes pack(const std::vector<std::uint32_t>& s, std::size_t per_row, int depth) 
     Bytes row(rb, 0);
     for (std::size_t k = 0; k < per_row; ++k) {
       const std::uint32_t v = s[r * per_row + k];
-      if (depth == 16) row[2 * k] = std::uint8_t(v >> 8), row[2 * k + 1] = std::uint8_t(v);
-      else if (depth == 8) row[k] = std::uint8_t(v);
-      else row[k * depth / 8] |= std::uint8_t(v << (8 - depth - int(k * depth % 8)));
+      if (depth == 16)
+        row[2 * k] = std::uint8_t(v >> 8), row[2 * k + 1] = std::uint8_t(v);
+      else if (depth == 8)
+        row[k] = std::uint8_t(v);
+      else
+        row[k * depth / 8] |= std::uint8_t(v << (8 - depth - int(k * depth % 8)));
     }
     out.insert(out.end(), row.begin(), row.end());
   }
@@ -81,7 +86,8 @@ TEST_CASE("PNG: every colour type and bit depth decodes to the expected gray", "
     // Palette: entry k is (k, 2k, 3k) mod 256; entry 1 is transparent (white).
     const std::uint32_t entries = 1u << depth;
     Bytes plte;
-    for (std::uint32_t k = 0; k < entries; ++k) plte.insert(plte.end(), {std::uint8_t(k), std::uint8_t(2 * k), std::uint8_t(3 * k)});
+    for (std::uint32_t k = 0; k < entries; ++k)
+      plte.insert(plte.end(), {std::uint8_t(k), std::uint8_t(2 * k), std::uint8_t(3 * k)});
     g = ctnn::io::decode_png(ctnn_test::png(w, h, 3, depth, pack(s, w, depth), plte, Bytes{255, 0}), "p");
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::uint32_t k = s[i];
@@ -92,17 +98,25 @@ TEST_CASE("PNG: every colour type and bit depth decodes to the expected gray", "
     const std::uint32_t maxval = (1u << depth) - 1;
     auto s = samples(w * h * 4, maxval, 99);
     // RGB, gray + alpha, RGBA.
-    GrayImage g = ctnn::io::decode_png(ctnn_test::png(w, h, 2, depth, pack(std::vector<std::uint32_t>(s.begin(), s.begin() + w * h * 3), w * 3, depth)), "rgb");
+    GrayImage g = ctnn::io::decode_png(
+        ctnn_test::png(w, h, 2, depth,
+                       pack(std::vector<std::uint32_t>(s.begin(), s.begin() + w * h * 3), w * 3, depth)),
+        "rgb");
     for (std::size_t i = 0; i < w * h; ++i)
-      CHECK(int(g.pixels[i]) == luma(scaled(s[3 * i], maxval), scaled(s[3 * i + 1], maxval), scaled(s[3 * i + 2], maxval)));
-    g = ctnn::io::decode_png(ctnn_test::png(w, h, 4, depth, pack(std::vector<std::uint32_t>(s.begin(), s.begin() + w * h * 2), w * 2, depth)), "ga");
+      CHECK(int(g.pixels[i]) ==
+            luma(scaled(s[3 * i], maxval), scaled(s[3 * i + 1], maxval), scaled(s[3 * i + 2], maxval)));
+    g = ctnn::io::decode_png(
+        ctnn_test::png(w, h, 4, depth,
+                       pack(std::vector<std::uint32_t>(s.begin(), s.begin() + w * h * 2), w * 2, depth)),
+        "ga");
     for (std::size_t i = 0; i < w * h; ++i) {
       const unsigned v = scaled(s[2 * i], maxval), a = scaled(s[2 * i + 1], maxval);
       CHECK(int(g.pixels[i]) == int((v * a + 255 * (255 - a) + 127) / 255));
     }
     g = ctnn::io::decode_png(ctnn_test::png(w, h, 6, depth, pack(s, w * 4, depth)), "rgba");
     for (std::size_t i = 0; i < w * h; ++i) {
-      const unsigned v = luma(scaled(s[4 * i], maxval), scaled(s[4 * i + 1], maxval), scaled(s[4 * i + 2], maxval));
+      const unsigned v =
+          luma(scaled(s[4 * i], maxval), scaled(s[4 * i + 1], maxval), scaled(s[4 * i + 2], maxval));
       const unsigned a = scaled(s[4 * i + 3], maxval);
       CHECK(int(g.pixels[i]) == int((v * a + 255 * (255 - a) + 127) / 255));
     }
@@ -121,7 +135,11 @@ TEST_CASE("PNG: hostile and broken files are refused with the offset and what wa
     return error_of(b);
   };
   CHECK_THAT(with(42, 0xff), Catch::Contains("at byte offset 53: CRC mismatch in chunk tEXt"));
-  CHECK_THAT(error_of([&] { Bytes b = good; b.push_back(0); return b; }()),
+  CHECK_THAT(error_of([&] {
+               Bytes b = good;
+               b.push_back(0);
+               return b;
+             }()),
              Catch::Contains("1 trailing bytes after IEND"));
   // Interlaced, bad depth, a chunk before IHDR, an unknown critical chunk: rebuilt with valid CRCs.
   Bytes ihdr;
@@ -137,7 +155,8 @@ TEST_CASE("PNG: hostile and broken files are refused with the offset and what wa
   depth3.insert(depth3.end(), {3, 0, 0, 0, 0});
   CHECK_THAT(error_of(file({{"IHDR", interlaced}})), Catch::Contains("interlaced (Adam7) PNG is not supported"));
   CHECK_THAT(error_of(file({{"IHDR", depth3}})), Catch::Contains("invalid colour type 0 with bit depth 3"));
-  CHECK_THAT(error_of(file({{"tEXt", Bytes{'a', 0}}})), Catch::Contains("expected the IHDR chunk first, found tEXt"));
+  CHECK_THAT(error_of(file({{"tEXt", Bytes{'a', 0}}})),
+             Catch::Contains("expected the IHDR chunk first, found tEXt"));
   Bytes ok_ihdr = ihdr;
   ok_ihdr.insert(ok_ihdr.end(), {8, 0, 0, 0, 0});
   CHECK_THAT(error_of(file({{"IHDR", ok_ihdr}, {"ZZZZ", {}}})), Catch::Contains("unknown critical chunk ZZZZ"));
@@ -161,14 +180,18 @@ TEST_CASE("PNG: hostile and broken files are refused with the offset and what wa
   // Palette index beyond the palette.
   Bytes pal_ihdr = ihdr;
   pal_ihdr.insert(pal_ihdr.end(), {8, 3, 0, 0, 0});
-  CHECK_THAT(error_of(file({{"IHDR", pal_ihdr}, {"PLTE", Bytes(6, 0)}, {"IDAT", idat(Bytes{0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})}, {"IEND", {}}})),
+  CHECK_THAT(error_of(file({{"IHDR", pal_ihdr},
+                            {"PLTE", Bytes(6, 0)},
+                            {"IDAT", idat(Bytes{0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})},
+                            {"IEND", {}}})),
              Catch::Contains("palette index 2 at row 0 is beyond the 2-entry palette"));
   // Dimensions over the limits are refused from the header, before any allocation.
   Bytes huge;
   ctnn_test::put_be32(huge, 0x7fffffff);
   ctnn_test::put_be32(huge, 0x7fffffff);
   huge.insert(huge.end(), {8, 6, 0, 0, 0});
-  CHECK_THAT(error_of(file({{"IHDR", huge}})), Catch::Contains("image is 2147483647x2147483647, a side over the 16384-pixel limit"));
+  CHECK_THAT(error_of(file({{"IHDR", huge}})),
+             Catch::Contains("image is 2147483647x2147483647, a side over the 16384-pixel limit"));
 }
 
 TEST_CASE("BMP: depths, bit fields, and top-down rows (issue 10, item 6)", "[image][bmp]") {
@@ -191,7 +214,8 @@ TEST_CASE("BMP: depths, bit fields, and top-down rows (issue 10, item 6)", "[ima
       const auto v = std::uint8_t(k * 255 / (entries - 1));
       palette.insert(palette.end(), {v, v, v, 0});
     }
-    const GrayImage g = ctnn::io::decode_bmp(ctnn_test::bmp(w, h, bpp, bpp == 4, pack(idx, std::size_t(w), bpp), palette), "p");
+    const GrayImage g =
+        ctnn::io::decode_bmp(ctnn_test::bmp(w, h, bpp, bpp == 4, pack(idx, std::size_t(w), bpp), palette), "p");
     for (std::size_t i = 0; i < idx.size(); ++i) CHECK(int(g.pixels[i]) == int(idx[i] * 255 / (entries - 1)));
   }
   // 16-bit 5-6-5 bit fields, 32-bit BI_RGB.
@@ -201,7 +225,8 @@ TEST_CASE("BMP: depths, bit fields, and top-down rows (issue 10, item 6)", "[ima
     ctnn_test::put_le(p565, r << 11 | g6 << 5 | b, 2);
     p32.insert(p32.end(), {std::uint8_t(v), std::uint8_t(v), std::uint8_t(v), 0});
   }
-  const GrayImage g565 = ctnn::io::decode_bmp(ctnn_test::bmp(w, h, 16, false, p565, {}, 3, {0xf800, 0x07e0, 0x001f}), "565");
+  const GrayImage g565 =
+      ctnn::io::decode_bmp(ctnn_test::bmp(w, h, 16, false, p565, {}, 3, {0xf800, 0x07e0, 0x001f}), "565");
   for (std::size_t i = 0; i < s.size(); ++i)
     CHECK(int(g565.pixels[i]) == luma(scaled(s[i] >> 3, 31), scaled(s[i] >> 2, 63), scaled(31 - (s[i] >> 3), 31)));
   CHECK(ctnn::io::decode_bmp(ctnn_test::bmp(w, h, 32, true, p32), "32").pixels == gray);
@@ -213,7 +238,8 @@ TEST_CASE("BMP: depths, bit fields, and top-down rows (issue 10, item 6)", "[ima
              Catch::Contains("palette index 3 is beyond the 2-entry palette"));
   CHECK_THAT(error_of(ctnn_test::bmp(w, h, 16, false, p565, {}, 3, {0xf0f0, 0x07e0, 0x001f})),
              Catch::Contains("channel mask 61680 is not a non-empty run of bits"));
-  CHECK_THAT(error_of(ctnn_test::bmp(w, std::int32_t(0x80000000), 24, false, {})), Catch::Contains("a side over the"));
+  CHECK_THAT(error_of(ctnn_test::bmp(w, std::int32_t(0x80000000), 24, false, {})),
+             Catch::Contains("a side over the"));
 }
 
 TEST_CASE("PNM: maxval other than 255, 16-bit samples, comments (issue 10, items 1, 4, 6)", "[image][pnm]") {
@@ -224,7 +250,8 @@ TEST_CASE("PNM: maxval other than 255, 16-bit samples, comments (issue 10, items
     const auto rgb = samples(7 * 3 * 3, maxval, maxval + 1);
     const GrayImage c = ctnn::io::decode_pnm(ctnn_test::pnm(3, 7, 3, maxval, rgb), "c");
     for (std::size_t i = 0; i < 21; ++i)
-      CHECK(int(c.pixels[i]) == luma(scaled(rgb[3 * i], maxval), scaled(rgb[3 * i + 1], maxval), scaled(rgb[3 * i + 2], maxval)));
+      CHECK(int(c.pixels[i]) ==
+            luma(scaled(rgb[3 * i], maxval), scaled(rgb[3 * i + 1], maxval), scaled(rgb[3 * i + 2], maxval)));
   }
   // Item 1: a 16-bit 1000x1000 PGM was a heap over-read through stb.
   const auto big = samples(1000 * 1000, 65535, 3);
@@ -233,7 +260,8 @@ TEST_CASE("PNM: maxval other than 255, 16-bit samples, comments (issue 10, items
   check_prefixes_refused(ctnn_test::pnm(1, 5, 4, 1000, samples(20, 1000, 1)));
   auto err = [](const std::string& s) { return error_of(Bytes(s.begin(), s.end())); };
   // Item 4: header numbers that overflow int are refused as they are read.
-  CHECK_THAT(err("P5 99999999999999999999999 1 255\n"), Catch::Contains("at byte offset 3: the width is over 16384"));
+  CHECK_THAT(err("P5 99999999999999999999999 1 255\n"),
+             Catch::Contains("at byte offset 3: the width is over 16384"));
   CHECK_THAT(err("P5 4294967297 1 255\n"), Catch::Contains("the width is over 16384"));
   CHECK_THAT(err("P5 1 1 65536\n"), Catch::Contains("the maxval is over 65535"));
   CHECK_THAT(err("P5 1 1 0\n"), Catch::Contains("maxval is 0"));
@@ -254,10 +282,12 @@ TEST_CASE("JPEG: baseline decodes; truncated, bad tables, progressive and huge a
       p[0] = std::uint8_t(4 * x), p[1] = std::uint8_t(6 * y), p[2] = 128;
     }
   Bytes jpg;
-  stbi_write_jpg_to_func([](void* ctx, void* data, int n) {
-    auto* out = static_cast<Bytes*>(ctx);
-    out->insert(out->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
-  }, &jpg, w, h, 3, rgb.data(), 95);
+  stbi_write_jpg_to_func(
+      [](void* ctx, void* data, int n) {
+        auto* out = static_cast<Bytes*>(ctx);
+        out->insert(out->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
+      },
+      &jpg, w, h, 3, rgb.data(), 95);
   const GrayImage g = ctnn::io::decode_jpeg(jpg, "j");
   REQUIRE(g.width == w);
   REQUIRE(g.height == h);
@@ -310,10 +340,15 @@ TEST_CASE("JPEG: baseline decodes; truncated, bad tables, progressive and huge a
 TEST_CASE("image: formats ctnn does not read are named; limits apply to every format", "[image]") {
   CHECK_THAT(error_of(Bytes{'G', 'I', 'F', '8', '9', 'a'}), Catch::Contains("x.img: GIF is not supported"));
   CHECK_THAT(error_of(Bytes{'I', 'I', '*', 0, 8, 0}), Catch::Contains("TIFF is not supported"));
-  CHECK_THAT(error_of(Bytes{'\x1b', '[', '2', 'J'}), Catch::Equals("x.img: unrecognised format; ctnn reads PNG, JPEG (baseline), BMP and binary PGM/PPM images"));
+  CHECK_THAT(
+      error_of(Bytes{'\x1b', '[', '2', 'J'}),
+      Catch::Equals("x.img: unrecognised format; ctnn reads PNG, JPEG (baseline), BMP and binary PGM/PPM images"));
   ImageLimits tiny;
   tiny.side = 10;
-  CHECK_THAT(error_of(ctnn_test::pnm(1, 11, 1, 255, std::vector<std::uint32_t>(11, 0)), tiny), Catch::Contains("the width is over 10"));
-  CHECK_THAT(error_of(ctnn_test::bmp(11, 1, 24, false, Bytes(33, 0)), tiny), Catch::Contains("a side over the 10-pixel limit"));
-  CHECK_THAT(error_of(ctnn_test::png(11, 1, 0, 8, Bytes(11, 0)), tiny), Catch::Contains("a side over the 10-pixel limit"));
+  CHECK_THAT(error_of(ctnn_test::pnm(1, 11, 1, 255, std::vector<std::uint32_t>(11, 0)), tiny),
+             Catch::Contains("the width is over 10"));
+  CHECK_THAT(error_of(ctnn_test::bmp(11, 1, 24, false, Bytes(33, 0)), tiny),
+             Catch::Contains("a side over the 10-pixel limit"));
+  CHECK_THAT(error_of(ctnn_test::png(11, 1, 0, 8, Bytes(11, 0)), tiny),
+             Catch::Contains("a side over the 10-pixel limit"));
 }

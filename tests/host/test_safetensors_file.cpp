@@ -1,11 +1,11 @@
 // The generic safetensors layer: Tensor, write_safetensors, SafetensorsFile (checkpoints), metadata
 // through save/load_safetensors<Net>, and the bounds on what a hostile header can cost.
 #include <catch2/catch.hpp>
-
-#include "temp_dir.hpp"
-
 #include <chrono>
 #include <cstdint>
+#include <ctnn/ctnn.hpp>
+#include <ctnn/io/json.hpp>
+#include <ctnn/io/safetensors.hpp>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -13,9 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <ctnn/ctnn.hpp>
-#include <ctnn/io/json.hpp>
-#include <ctnn/io/safetensors.hpp>
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -89,7 +87,9 @@ TEST_CASE("safetensors file: F32 and I64 tensors and metadata round-trip", "[saf
   CHECK(f.int64s("scalar", {}) == std::vector<std::int64_t>{7});
 
   // Wrong shape, wrong dtype, missing: the message names the file, the tensor and both shapes.
-  CHECK_THAT(io_error_of([&] { (void)f.floats("optimizer.m", {3, 2}); }),
+  CHECK_THAT(io_error_of([&] {
+               (void)f.floats("optimizer.m", {3, 2});
+             }),
              Catch::Equals(path + ": optimizer.m: expected shape [3,2], found [2,3]"));
   CHECK_THAT(io_error_of([&] { (void)f.floats("counters", {4}); }),
              Catch::Equals(path + ": counters: dtype I64 is not supported, expected F32"));
@@ -130,7 +130,8 @@ TEST_CASE("safetensors file: malformed tensors are refused before anything is wr
              Catch::Contains("two tensors are named \"a\""));
   CHECK_THAT(write({io::Tensor::from_floats("__metadata__", {3}, three)}), Catch::Contains("invalid tensor name"));
   CHECK_THAT(write({io::Tensor::from_floats("", {3}, three)}), Catch::Contains("invalid tensor name"));
-  CHECK_THAT(write({io::Tensor{"a", "F33", {1}, std::vector<std::byte>(4)}}), Catch::Contains("unknown dtype \"F33\""));
+  CHECK_THAT(write({io::Tensor{"a", "F33", {1}, std::vector<std::byte>(4)}}),
+             Catch::Contains("unknown dtype \"F33\""));
   CHECK_THAT(write({}, {{"k", "\xff"}}), Catch::Contains("metadata \"k\" is not valid UTF-8"));
   CHECK_THAT(write({io::Tensor::from_floats("a", {-1, -3}, three)}), Catch::Contains("do not make"));
   CHECK(dir.entries() == 0);
@@ -147,7 +148,9 @@ TEST_CASE("safetensors file: network parameters with extra metadata, and inside 
   CHECK(meta.at("accuracy") == "0.99");
   CHECK(meta.at("format") == "ctnn");
   CHECK(meta.at("network") == io::network_description<Tiny>());
-  CHECK_THAT(invalid_argument_of([&] { io::save_safetensors<Tiny>(path, params, {{"format", "x"}}); }),
+  CHECK_THAT(invalid_argument_of([&] {
+               io::save_safetensors<Tiny>(path, params, {{"format", "x"}});
+             }),
              Catch::Contains("may not set \"format\""));
 
   // A checkpoint: parameters and optimizer state under prefixes, a step counter.
@@ -192,7 +195,8 @@ TEST_CASE("safetensors file: many keys are checked quickly, huge headers refused
   // The 2.1 MB header is over the 1 MiB limit; a caller may raise it.
   const std::string path = dir / "big.safetensors";
   write_bytes(path, le64(header.size()) + header);
-  CHECK_THAT(io_error_of([&] { io::SafetensorsFile f(path); }), Catch::Contains("more than the 1048576-byte limit"));
+  CHECK_THAT(io_error_of([&] { io::SafetensorsFile f(path); }),
+             Catch::Contains("more than the 1048576-byte limit"));
   io::SafetensorsLimits roomy;
   roomy.header_bytes = 8 << 20;
   CHECK_THAT(io_error_of([&] { io::SafetensorsFile f(path, roomy); }), Catch::Contains("duplicate key \"17\""));
@@ -206,7 +210,8 @@ TEST_CASE("safetensors file: many keys are checked quickly, huge headers refused
                                io::Tensor::from_floats("b", {1, 1, 1}, std::vector<float>{2})});
   io::SafetensorsLimits small;
   small.tensors = 1;
-  CHECK_THAT(io_error_of([&] { io::SafetensorsFile f(path, small); }), Catch::Contains("more than 1 tensors (the limit)"));
+  CHECK_THAT(io_error_of([&] { io::SafetensorsFile f(path, small); }),
+             Catch::Contains("more than 1 tensors (the limit)"));
   small.tensors = 2;
   small.rank = 2;
   CHECK_THAT(io_error_of([&] { io::SafetensorsFile f(path, small); }),
@@ -217,7 +222,8 @@ TEST_CASE("safetensors file: many keys are checked quickly, huge headers refused
 TEST_CASE("safetensors file: control characters from the file are escaped in messages", "[safetensors]") {
   ctnn_test::TempDir dir{"ctnn_test_st_file"};
   const std::string path = dir / "evil\x1b[2J.safetensors";
-  const std::string header = "{\"a\\u001b]0;pwned\\u0007\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}";
+  const std::string header =
+      "{\"a\\u001b]0;pwned\\u0007\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}";
   write_bytes(path, le64(header.size()) + header + std::string(8, '\0'));
   const std::string msg = io_error_of([&] { io::SafetensorsFile f(path); });
   CHECK_THAT(msg, Catch::StartsWith((dir / "evil\\x1b[2J.safetensors") + ": a\\x1b]0;pwned\\x07: data_offsets"));

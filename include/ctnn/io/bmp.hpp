@@ -37,8 +37,9 @@ inline GrayImage decode_bmp(std::span<const std::uint8_t> bytes, const std::stri
   if (compression == 1 || compression == 2)
     in.fail_at(30, "RLE-compressed BMP is not supported; save it uncompressed");
   if (compression != 0 && !(bitfields && (bpp == 16 || bpp == 32)))
-    in.fail_at(30, "compression " + std::to_string(compression) + " with " + std::to_string(bpp) +
-                       " bits per pixel is not supported; expected BI_RGB (0), or BI_BITFIELDS (3) at 16 or 32 bits");
+    in.fail_at(30,
+               "compression " + std::to_string(compression) + " with " + std::to_string(bpp) +
+                   " bits per pixel is not supported; expected BI_RGB (0), or BI_BITFIELDS (3) at 16 or 32 bits");
 
   // Channel masks: from the header (V2+) or the 12 bytes after a BITMAPINFOHEADER.
   std::uint32_t masks[3] = {0x7c00, 0x03e0, 0x001f};  // 16-bit BI_RGB is 5-5-5
@@ -72,10 +73,11 @@ inline GrayImage decode_bmp(std::span<const std::uint8_t> bytes, const std::stri
       palette.push_back(detail::image::luma(q[2], q[1], q[0]));
     }
   }
-  if (pixels_at < after_header) in.fail_at(10, "pixel data offset " + std::to_string(pixels_at) + " is inside the header");
+  if (pixels_at < after_header)
+    in.fail_at(10, "pixel data offset " + std::to_string(pixels_at) + " is inside the header");
   const std::uint64_t stride = (std::uint64_t(width) * bpp + 31) / 32 * 4;
-  in.need(pixels_at, stride * std::uint64_t(height), "pixel rows (" + std::to_string(height) + " of " +
-                                                          std::to_string(stride) + " bytes)");
+  in.need(pixels_at, stride * std::uint64_t(height),
+          "pixel rows (" + std::to_string(height) + " of " + std::to_string(stride) + " bytes)");
 
   GrayImage g{width, int(height), std::vector<std::uint8_t>(std::size_t(width) * std::size_t(height))};
   auto channel = [&](std::uint32_t v, std::uint32_t mask) {

@@ -269,8 +269,8 @@ inline Dataset load_mnist(const std::string& dir, std::string_view split) {
         std::error_code ec;
         if (std::filesystem::exists(raw, ec)) return raw;
         if (std::filesystem::exists(raw + ".gz", ec)) return raw + ".gz";
-        throw io_error("MNIST " + std::string(split) + " file not found: tried " + printable(raw) + " and " + printable(raw) +
-                       ".gz; run scripts/fetch_mnist.sh to download MNIST");
+        throw io_error("MNIST " + std::string(split) + " file not found: tried " + printable(raw) + " and " +
+                       printable(raw) + ".gz; run scripts/fetch_mnist.sh to download MNIST");
     };
     const std::string images = find("-images-idx3-ubyte");
     const std::string labels = find("-labels-idx1-ubyte");

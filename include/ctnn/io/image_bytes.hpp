@@ -24,7 +24,7 @@ struct GrayImage {
 struct ImageLimits {
   std::uintmax_t file_bytes = std::uintmax_t{32} << 20;  // 32 MiB
   std::uint64_t pixels = std::uint64_t{16} << 20;        // 16 Mi pixels (4096 × 4096)
-  std::uint32_t side = 16384;                             // width or height
+  std::uint32_t side = 16384;                            // width or height
 };
 
 // An image file's bytes, for one decoder. `format` names it in messages ("PNG", "BMP", ...).
@@ -87,7 +87,9 @@ inline std::uint8_t luma(unsigned r, unsigned g, unsigned b) {
   return std::uint8_t((299 * r + 587 * g + 114 * b + 500) / 1000);
 }
 // A gray level with alpha composited over white, as a viewer shows it.
-inline std::uint8_t over_white(unsigned v, unsigned a) { return std::uint8_t((v * a + 255 * (255 - a) + 127) / 255); }
+inline std::uint8_t over_white(unsigned v, unsigned a) {
+  return std::uint8_t((v * a + 255 * (255 - a) + 127) / 255);
+}
 // A sample of maxval levels scaled to 0..255, rounded.
 inline std::uint8_t scale_to_8bit(std::uint32_t v, std::uint32_t maxval) {
   return std::uint8_t((std::uint64_t(v) * 255 + maxval / 2) / maxval);

@@ -9,15 +9,15 @@
 // CMYK files are refused with a message.
 //
 // stb_image's implementation must be compiled in one translation unit: see image.hpp.
+#include <stb/stb_image.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <utility>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include <stb/stb_image.h>
 
 #include "image_bytes.hpp"
 
@@ -33,7 +33,8 @@ struct Frame {
 
 // Checks the structure; returns the frame's width and height.
 inline std::pair<int, int> validate(const ImageBytes& in, const ImageLimits& limits) {
-  if (in.size() < 2 || in.data()[0] != 0xff || in.data()[1] != 0xd8) in.fail_at(0, "expected the SOI marker FF D8");
+  if (in.size() < 2 || in.data()[0] != 0xff || in.data()[1] != 0xd8)
+    in.fail_at(0, "expected the SOI marker FF D8");
   bool quant[4] = {}, dc[4] = {}, ac[4] = {};
   Frame f;
   int width = 0, height = 0, scans = 0;
@@ -70,7 +71,8 @@ inline std::pair<int, int> validate(const ImageBytes& in, const ImageLimits& lim
       in.check_size(width, height, limits);
       f.components = s[5];
       if (f.components == 4) bad("CMYK JPEG is not supported; save the image as RGB or gray");
-      if (f.components != 1 && f.components != 3) bad(std::to_string(f.components) + " components; expected 1 or 3");
+      if (f.components != 1 && f.components != 3)
+        bad(std::to_string(f.components) + " components; expected 1 or 3");
       if (n != 6 + 3u * std::uint32_t(f.components)) bad("frame header length does not match its components");
       for (int c = 0; c < f.components; ++c) {
         f.id[c] = s[6 + 3 * c], f.h[c] = s[7 + 3 * c] >> 4, f.v[c] = s[7 + 3 * c] & 15, f.tq[c] = s[8 + 3 * c];
@@ -136,15 +138,20 @@ inline std::pair<int, int> validate(const ImageBytes& in, const ImageLimits& lim
       // The entropy-coded data: up to the next marker that is not a stuffed 00 or a restart marker.
       at = seg + length;
       for (;;) {
-        if (at >= in.size()) in.fail_at(at, "file truncated: the image data of scan " + std::to_string(scans) + " has no end (no EOI marker)");
+        if (at >= in.size())
+          in.fail_at(at, "file truncated: the image data of scan " + std::to_string(scans) +
+                             " has no end (no EOI marker)");
         if (in.data()[at] != 0xff) {
           ++at;
           continue;
         }
         const std::uint8_t next = in.u8(at + 1, "a marker after the image data");
-        if (next == 0x00 || (next >= 0xd0 && next <= 0xd7)) at += 2;
-        else if (next == 0xff) ++at;
-        else break;
+        if (next == 0x00 || (next >= 0xd0 && next <= 0xd7))
+          at += 2;
+        else if (next == 0xff)
+          ++at;
+        else
+          break;
       }
       continue;
     } else if (!((m >= 0xe0 && m <= 0xef) || m == 0xfe)) {  // APPn and COM are skipped

@@ -5,14 +5,14 @@
 // nothing after it, unknown critical chunks refused. All colour types and bit depths; transparency
 // (alpha, tRNS) composited over white; 16-bit samples rounded to 8. Interlaced (Adam7) PNGs are
 // refused with a message: digit images do not need them.
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <zlib.h>
 
 #include "image_bytes.hpp"
 
@@ -24,14 +24,15 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
   ImageBytes in(bytes, name, "PNG");
   static constexpr std::uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   in.need(0, 8, "the PNG signature");
-  if (!std::equal(signature, signature + 8, in.data())) in.fail_at(0, "expected the PNG signature 89 50 4E 47 0D 0A 1A 0A");
+  if (!std::equal(signature, signature + 8, in.data()))
+    in.fail_at(0, "expected the PNG signature 89 50 4E 47 0D 0A 1A 0A");
 
   std::uint32_t width = 0, height = 0;
   int depth = 0, color = 0, channels = 0;
   std::uint64_t row_bytes = 0, expected = 0;
   std::vector<std::uint8_t> rgb_palette, alpha_palette;  // PLTE (3 per entry), tRNS for palettes
-  int key[3] = {-1, -1, -1};                              // tRNS colour key for gray / RGB
-  std::vector<std::uint8_t> raw;                          // the inflated, filtered scanlines
+  int key[3] = {-1, -1, -1};                             // tRNS colour key for gray / RGB
+  std::vector<std::uint8_t> raw;                         // the inflated, filtered scanlines
   z_stream zs{};
   struct ZEnd {
     z_stream* z;
@@ -49,8 +50,10 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
     in.need(at + 4, 4, "a chunk type");
     const std::string type(reinterpret_cast<const char*>(in.data() + at + 4), 4);
     for (const char c : type)
-      if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) in.fail_at(at + 4, "invalid chunk type \"" + printable(type) + "\"");
-    if (length > 0x7fffffffu) in.fail_at(at, "chunk " + type + " length " + std::to_string(length) + " is over 2^31-1");
+      if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+        in.fail_at(at + 4, "invalid chunk type \"" + printable(type) + "\"");
+    if (length > 0x7fffffffu)
+      in.fail_at(at, "chunk " + type + " length " + std::to_string(length) + " is over 2^31-1");
     in.need(at + 8, std::uint64_t(length) + 4, "chunk " + type + " data and CRC");
     const std::uint8_t* data = in.data() + at + 8;
     const std::uint32_t crc = in.be(at + 8 + length, 4, "a CRC");
@@ -70,7 +73,9 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
       const bool ok = (color == 0 && (depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16)) ||
                       (color == 3 && (depth == 1 || depth == 2 || depth == 4 || depth == 8)) ||
                       ((color == 2 || color == 4 || color == 6) && (depth == 8 || depth == 16));
-      if (!ok) in.fail_at(at + 16, "invalid colour type " + std::to_string(color) + " with bit depth " + std::to_string(depth));
+      if (!ok)
+        in.fail_at(at + 16,
+                   "invalid colour type " + std::to_string(color) + " with bit depth " + std::to_string(depth));
       if (data[10] != 0 || data[11] != 0) in.fail_at(at + 18, "unknown compression or filter method");
       if (data[12] == 1) in.fail("interlaced (Adam7) PNG is not supported; save the image without interlacing");
       if (data[12] != 0) in.fail_at(at + 20, "unknown interlace method " + std::to_string(data[12]));
@@ -83,18 +88,21 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
       if (length == 0 || length % 3 != 0 || length / 3 > 256)
         in.fail_at(at, "PLTE is " + std::to_string(length) + " bytes, expected 3 per entry, 1 to 256 entries");
       if (color == 3 && length / 3 > (1u << depth))
-        in.fail_at(at, "PLTE has " + std::to_string(length / 3) + " entries, more than bit depth " + std::to_string(depth) + " allows");
+        in.fail_at(at, "PLTE has " + std::to_string(length / 3) + " entries, more than bit depth " +
+                           std::to_string(depth) + " allows");
       rgb_palette.assign(data, data + length);
     } else if (type == "tRNS") {
       if (idat_seen) in.fail_at(at, "tRNS after IDAT");
       if (color == 3) {
         if (rgb_palette.empty() || length > rgb_palette.size() / 3)
-          in.fail_at(at, "tRNS has " + std::to_string(length) + " entries, more than the palette (or no PLTE before it)");
+          in.fail_at(
+              at, "tRNS has " + std::to_string(length) + " entries, more than the palette (or no PLTE before it)");
         alpha_palette.assign(data, data + length);
       } else if ((color == 0 && length == 2) || (color == 2 && length == 6)) {
         for (std::uint32_t c = 0; c < length / 2; ++c) key[c] = data[2 * c] << 8 | data[2 * c + 1];
       } else {
-        in.fail_at(at, "tRNS of " + std::to_string(length) + " bytes does not fit colour type " + std::to_string(color));
+        in.fail_at(
+            at, "tRNS of " + std::to_string(length) + " bytes does not fit colour type " + std::to_string(color));
       }
     } else if (type == "IDAT") {
       if (idat_over) in.fail_at(at, "IDAT chunks must be consecutive");
@@ -115,20 +123,23 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
         if (zs.total_out > expected)  // the spare byte was written
           in.fail_at(at, "the compressed image data inflates to more than the " + std::to_string(expected) +
                              " bytes a " + std::to_string(width) + "x" + std::to_string(height) + " image needs");
-        if (rc == Z_STREAM_END) stream_end = true;
+        if (rc == Z_STREAM_END)
+          stream_end = true;
         else if (rc != Z_OK)
           in.fail_at(at + 8 + (length - zs.avail_in),
                      std::string("corrupt compressed image data (zlib: ") + (zs.msg ? zs.msg : zError(rc)) + ")");
       }
-      if (stream_end && zs.avail_in > 0) in.fail_at(at + 8 + (length - zs.avail_in), "bytes after the end of the compressed image data");
+      if (stream_end && zs.avail_in > 0)
+        in.fail_at(at + 8 + (length - zs.avail_in), "bytes after the end of the compressed image data");
     } else if (type == "IEND") {
       if (length != 0) in.fail_at(at, "IEND must be empty");
       if (!idat_seen) in.fail_at(at, "no IDAT chunk: the image has no pixel data");
       if (!stream_end || zs.total_out != expected)
-        in.fail_at(at, "image data truncated: the compressed data inflates to " + std::to_string(zs.total_out) + " of the " +
-                           std::to_string(expected) + " bytes a " + std::to_string(width) + "x" + std::to_string(height) +
-                           " image needs" + (stream_end ? "" : " and does not end"));
-      if (at + 12 != in.size()) in.fail_at(at + 12, std::to_string(in.size() - at - 12) + " trailing bytes after IEND");
+        in.fail_at(at, "image data truncated: the compressed data inflates to " + std::to_string(zs.total_out) +
+                           " of the " + std::to_string(expected) + " bytes a " + std::to_string(width) + "x" +
+                           std::to_string(height) + " image needs" + (stream_end ? "" : " and does not end"));
+      if (at + 12 != in.size())
+        in.fail_at(at + 12, std::to_string(in.size() - at - 12) + " trailing bytes after IEND");
       break;
     } else if (critical) {
       in.fail_at(at + 4, "unknown critical chunk " + type + "; the image cannot be decoded safely");
@@ -145,20 +156,29 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
     const std::uint8_t* up = y ? row - (rb + 1) + 1 : nullptr;
     const std::uint8_t filter = row[0];
     std::uint8_t* p = row + 1;
-    if (filter > 4) in.fail("filter type " + std::to_string(filter) + " of row " + std::to_string(y) + " is not 0-4 (decompressed data)");
+    if (filter > 4)
+      in.fail("filter type " + std::to_string(filter) + " of row " + std::to_string(y) +
+              " is not 0-4 (decompressed data)");
     for (std::size_t i = 0; i < rb; ++i) {
       const int a = i >= bpp ? p[i - bpp] : 0, b = up ? up[i] : 0, c = up && i >= bpp ? up[i - bpp] : 0;
       int pred = 0;
       switch (filter) {
-        case 1: pred = a; break;
-        case 2: pred = b; break;
-        case 3: pred = (a + b) / 2; break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
         case 4: {
           const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
           pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
           break;
         }
-        default: break;
+        default:
+          break;
       }
       p[i] = std::uint8_t(p[i] + pred);
     }
@@ -188,13 +208,17 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
         if (index < alpha_palette.size()) a = alpha_palette[index];
       } else if (color == 0 || color == 4) {
         v = di::scale_to_8bit(sample(s), maxval);
-        if (color == 4) a = di::scale_to_8bit(sample(s + 1), maxval);
-        else if (key[0] == int(sample(s))) a = 0;
+        if (color == 4)
+          a = di::scale_to_8bit(sample(s + 1), maxval);
+        else if (key[0] == int(sample(s)))
+          a = 0;
       } else {
         const std::uint32_t r = sample(s), gr = sample(s + 1), b = sample(s + 2);
         v = di::luma(di::scale_to_8bit(r, maxval), di::scale_to_8bit(gr, maxval), di::scale_to_8bit(b, maxval));
-        if (color == 6) a = di::scale_to_8bit(sample(s + 3), maxval);
-        else if (key[0] == int(r) && key[1] == int(gr) && key[2] == int(b)) a = 0;
+        if (color == 6)
+          a = di::scale_to_8bit(sample(s + 3), maxval);
+        else if (key[0] == int(r) && key[1] == int(gr) && key[2] == int(b))
+          a = 0;
       }
       g.pixels[y * width + x] = di::over_white(v, a);
     }

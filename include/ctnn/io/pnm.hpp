@@ -25,15 +25,19 @@ inline GrayImage decode_pnm(std::span<const std::uint8_t> bytes, const std::stri
   std::size_t at = 2;
   // A header number after whitespace and # comments, refused as soon as it passes `max`.
   auto number = [&](const char* what, std::uint32_t max) {
-    const auto space = [](std::uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+    const auto space = [](std::uint8_t c) {
+      return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+    };
     if (!space(in.u8(at, "whitespace after the previous header field")))
       in.fail_at(at, std::string("expected whitespace before the ") + what);
     for (;;) {
       const std::uint8_t c = in.u8(at, what);
-      if (space(c)) ++at;
+      if (space(c))
+        ++at;
       else if (c == '#')
         while (in.u8(at, "the end of a header comment") != '\n') ++at;
-      else break;
+      else
+        break;
     }
     const std::size_t start = at;
     std::uint64_t v = 0;
@@ -59,11 +63,11 @@ inline GrayImage decode_pnm(std::span<const std::uint8_t> bytes, const std::stri
   const std::uint64_t found = in.size() - at;
   if (found < raster)
     in.fail_at(at, "file truncated: expected " + std::to_string(raster) + " bytes of pixels (" +
-                       std::to_string(width) + "x" + std::to_string(height) + ", maxval " + std::to_string(maxval) +
-                       "), found " + std::to_string(found));
+                       std::to_string(width) + "x" + std::to_string(height) + ", maxval " +
+                       std::to_string(maxval) + "), found " + std::to_string(found));
   if (found > raster)
-    in.fail_at(at + raster, std::to_string(found - raster) + " trailing bytes after the " + std::to_string(raster) +
-                                "-byte raster");
+    in.fail_at(at + raster, std::to_string(found - raster) + " trailing bytes after the " +
+                                std::to_string(raster) + "-byte raster");
 
   GrayImage g{int(width), int(height), std::vector<std::uint8_t>(std::size_t(width) * height)};
   const std::uint8_t* p = in.data() + at;

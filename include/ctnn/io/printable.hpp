@@ -18,10 +18,14 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   if (c < 0x80) return 1;
   std::size_t n = 0;
   std::uint32_t cp = 0, min = 0;
-  if ((c & 0xe0) == 0xc0) n = 1, cp = c & 0x1f, min = 0x80;
-  else if ((c & 0xf0) == 0xe0) n = 2, cp = c & 0x0f, min = 0x800;
-  else if ((c & 0xf8) == 0xf0) n = 3, cp = c & 0x07, min = 0x10000;
-  else return 0;
+  if ((c & 0xe0) == 0xc0)
+    n = 1, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0)
+    n = 2, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0)
+    n = 3, cp = c & 0x07, min = 0x10000;
+  else
+    return 0;
   if (i + n >= s.size()) return 0;
   for (std::size_t k = 1; k <= n; ++k) {
     if ((byte(i + k) & 0xc0) != 0x80) return 0;

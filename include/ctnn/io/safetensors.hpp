@@ -66,7 +66,8 @@ struct Tensor {
  private:
   template <class T>
   static Tensor make(std::string name, const char* dtype, std::vector<std::int64_t> shape, std::span<const T> v) {
-    static_assert(std::endian::native == std::endian::little, "ctnn: safetensors I/O assumes a little-endian host");
+    static_assert(std::endian::native == std::endian::little,
+                  "ctnn: safetensors I/O assumes a little-endian host");
     Tensor t{std::move(name), dtype, std::move(shape), std::vector<std::byte>(v.size() * sizeof(T))};
     if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
     return t;
@@ -174,7 +175,8 @@ inline void write_safetensors(const std::string& path, const std::vector<Tensor>
   for (const auto& t : tensors) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](const Tensor* a, const Tensor* b) { return a->name < b->name; });
   for (std::size_t k = 1; k < sorted.size(); ++k)
-    if (sorted[k]->name == sorted[k - 1]->name) throw bad("two tensors are named \"" + printable(sorted[k]->name) + "\"");
+    if (sorted[k]->name == sorted[k - 1]->name)
+      throw bad("two tensors are named \"" + printable(sorted[k]->name) + "\"");
   std::uint64_t data_bytes = 0;
   for (const auto& t : tensors) {
     const std::string name = printable(t.name);
@@ -184,18 +186,20 @@ inline void write_safetensors(const std::string& path, const std::vector<Tensor>
     if (size == 0) throw bad(name + ": unknown dtype \"" + printable(t.dtype) + "\"");
     const std::int64_t count = st::element_count(t.shape, std::uint64_t(t.bytes.size()));
     if (count < 0 || std::uint64_t(count) * size != t.bytes.size())
-      throw bad(name + ": " + std::to_string(t.bytes.size()) + " bytes do not make a " + t.dtype + " tensor of shape " +
-                st::shape_str(t.shape));
+      throw bad(name + ": " + std::to_string(t.bytes.size()) + " bytes do not make a " + t.dtype +
+                " tensor of shape " + st::shape_str(t.shape));
     if (t.dtype == "F32")
       for (std::size_t k = 0; k < std::size_t(count); ++k) {
         float x;
         std::memcpy(&x, t.bytes.data() + 4 * k, 4);
         if (!std::isfinite(x))
           throw io_error(printable(path) + ": not saved: " + name + " element " + std::to_string(k) + " is " +
-                         (std::isnan(x) ? "NaN" : "infinite") + " (did training diverge?); the file was not changed");
+                         (std::isnan(x) ? "NaN" : "infinite") +
+                         " (did training diverge?); the file was not changed");
       }
     if (header.size() > 1) header += ',';
-    header += json::quote(t.name) + ":{\"dtype\":" + json::quote(t.dtype) + ",\"shape\":" + st::shape_str(t.shape) +
+    header += json::quote(t.name) + ":{\"dtype\":" + json::quote(t.dtype) +
+              ",\"shape\":" + st::shape_str(t.shape) +
               ",\"data_offsets\":" + st::offsets_str(data_bytes, data_bytes + t.bytes.size()) + "}";
     data_bytes += t.bytes.size();
   }
@@ -307,7 +311,8 @@ class SafetensorsFile {
     const Entry& e = entry(name);
     const std::uint64_t at = 8 + header_bytes_ + e.begin;
     file_->read(at, dst, n);
-    static_assert(std::endian::native == std::endian::little, "ctnn: safetensors I/O assumes a little-endian host");
+    static_assert(std::endian::native == std::endian::little,
+                  "ctnn: safetensors I/O assumes a little-endian host");
     return at;
   }
 
@@ -338,7 +343,8 @@ class SafetensorsFile {
       fail(std::string("__metadata__ must be an object of strings, found ") + json::kind_name(v.kind) + at(v));
     for (const auto& [k, s, key_at] : v.object) {
       if (s.kind != json::Value::Kind::string)
-        fail("__metadata__ value \"" + printable(k) + "\" must be a string, found " + json::kind_name(s.kind) + at(s));
+        fail("__metadata__ value \"" + printable(k) + "\" must be a string, found " + json::kind_name(s.kind) +
+             at(s));
       metadata_[k] = s.string;
     }
   }
@@ -347,7 +353,8 @@ class SafetensorsFile {
     if (v.kind != json::Value::Kind::integer)
       fail("tensor \"" + name + "\": " + what + " must be an integer, found " + json::kind_name(v.kind) + at(v));
     if (v.integer < 0)
-      fail("tensor \"" + name + "\": " + what + " must not be negative, found " + std::to_string(v.integer) + at(v));
+      fail("tensor \"" + name + "\": " + what + " must not be negative, found " + std::to_string(v.integer) +
+           at(v));
     return v.integer;
   }
 
@@ -392,8 +399,8 @@ class SafetensorsFile {
     const std::size_t size = st::dtype_size(e.dtype);
     const std::int64_t count = st::element_count(e.shape, data_bytes_ / size + 1);
     if (count < 0 || std::uint64_t(count) * size != e.end - e.begin)
-      fail(name + ": data_offsets " + st::offsets_str(e.begin, e.end) + " span " + std::to_string(e.end - e.begin) +
-           " bytes, but " + e.dtype + " " + st::shape_str(e.shape) + " needs " +
+      fail(name + ": data_offsets " + st::offsets_str(e.begin, e.end) + " span " +
+           std::to_string(e.end - e.begin) + " bytes, but " + e.dtype + " " + st::shape_str(e.shape) + " needs " +
            (count < 0 ? "more than the file holds" : std::to_string(std::uint64_t(count) * size)));
     return e;
   }
@@ -404,7 +411,8 @@ class SafetensorsFile {
     std::vector<std::pair<const std::string*, const Entry*>> order;
     for (const auto& [k, e] : entries_) order.emplace_back(&k, &e);
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-      return a.second->begin != b.second->begin ? a.second->begin < b.second->begin : a.second->end < b.second->end;
+      return a.second->begin != b.second->begin ? a.second->begin < b.second->begin
+                                                : a.second->end < b.second->end;
     });
     std::uint64_t cursor = 0;
     const std::string* previous = nullptr;
@@ -425,7 +433,8 @@ class SafetensorsFile {
       prev = e;
     }
     if (cursor != data_bytes_)
-      fail(std::to_string(data_bytes_ - cursor) + " trailing bytes after the last tensor's data (from byte offset " +
+      fail(std::to_string(data_bytes_ - cursor) +
+           " trailing bytes after the last tensor's data (from byte offset " +
            std::to_string(8 + header_bytes_ + cursor) + " to the end of the file)");
   }
 };
@@ -519,7 +528,8 @@ void save_safetensors(const std::string& path, const std::vector<float>& params,
 // io_error naming the file and what was wrong; a file for another network says so, with both
 // networks' descriptions where the file has one.
 template <class Net>
-std::vector<float> load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr,
+std::vector<float> load_safetensors(const std::string& path,
+                                    std::map<std::string, std::string>* metadata = nullptr,
                                     const SafetensorsLimits& limits = {}) {
   namespace st = detail::safetensors;
   const SafetensorsFile file(path, limits);
