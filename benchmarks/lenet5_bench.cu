@@ -42,17 +42,11 @@
 #include <ctnn/ctnn.hpp>
 #include <ctnn/io/idx.hpp>
 #include <ctnn/train/cuda_trainer.hpp>
-#include <ctnn/train/normalize.hpp>
+#include <ctnn/core/normalize.hpp>
 
 namespace {
 
-using LeNet5 = ctnn::Seq<
-    ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, ctnn::Pool<2>,
-    ctnn::Conv<16, 5>,              ctnn::ReLU, ctnn::Pool<2>,
-    ctnn::Dense<120>, ctnn::ReLU,
-    ctnn::Dense<84>,  ctnn::ReLU,
-    ctnn::Dense<10>,  ctnn::Softmax>;
-using Net = ctnn::Network<LeNet5, ctnn::Input<1, 28, 28>>;
+using Net = ctnn::models::LeNet5;
 static_assert(Net::param_count == 61'706, "LeNet-5 as in DESIGN.md has 61,706 parameters");
 
 constexpr int max_batch = 1024;
@@ -249,14 +243,14 @@ struct TrainRun {
 };
 
 // Trains a fresh trainer; leaves it in `trainer`.
-TrainRun train(const Options& o, int batch, const ctnn::io::Dataset& train_set, const ctnn::io::Dataset& test_set,
+TrainRun train(const Options& o, int batch, const ctnn::Dataset& train_set, const ctnn::Dataset& test_set,
                std::unique_ptr<Trainer>& trainer) {
   trainer = std::make_unique<Trainer>(o.seed);
   ctnn::TrainOptions t;
   t.epochs = 1 + o.epochs;  // the first is the warm-up
   t.batch = batch;
   t.learning_rate = o.lr;
-  t.momentum = o.momentum;
+  trainer->optimizer.momentum = o.momentum;
   t.seed = o.seed;
   std::vector<double> wall, own;
   double loss = 0;
@@ -290,7 +284,7 @@ struct Throughput {
 // through `net` in chunks of Network::max_batch: eager launches, then one captured graph per pass.
 // First checks that this path classifies as many images right as evaluate() did (`evaluated`).
 template <class Network>
-Throughput measure_inference(Network& net, const float* x, const ctnn::io::Dataset& test, double evaluated,
+Throughput measure_inference(Network& net, const float* x, const ctnn::Dataset& test, double evaluated,
                              int runs) {
   constexpr int chunk = Network::max_batch;
   const int n = int(test.count);
@@ -367,8 +361,8 @@ int main(int argc, char** argv) try {
               max_batch, double(o.lr), double(o.momentum), (unsigned long long)o.seed, o.epochs, o.infer_runs,
               o.latency_iters);
 
-  ctnn::io::Dataset train_set = ctnn::io::load_mnist(o.data, "train");
-  const ctnn::io::Dataset test_set = ctnn::io::load_mnist(o.data, "t10k");
+  ctnn::Dataset train_set = ctnn::io::load_mnist(o.data, "train");
+  const ctnn::Dataset test_set = ctnn::io::load_mnist(o.data, "t10k");
   if (o.limit && o.limit < train_set.count) {
     train_set.count = o.limit;
     train_set.pixels.resize(o.limit * image_floats);

@@ -7,6 +7,7 @@
 // is the reference, and slow: expect a few hundred images per second per core.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -18,22 +19,11 @@
 #include "ctnn/network/model_card.hpp"
 #include "ctnn/train/host_trainer.hpp"
 
-using LeNet5 = ctnn::Seq<ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, ctnn::Pool<2>,
-                         ctnn::Conv<16, 5>, ctnn::ReLU, ctnn::Pool<2>,
-                         ctnn::Dense<120>, ctnn::ReLU,
-                         ctnn::Dense<84>, ctnn::ReLU,
-                         ctnn::Dense<10>, ctnn::Softmax>;
-using Net = ctnn::Network<LeNet5, ctnn::Input<1, 28, 28>>;
+using Net = ctnn::models::LeNet5;
 constexpr int max_batch = 256;
 
 // The first n images of d (all of them when n is larger).
-static ctnn::io::Dataset head(ctnn::io::Dataset d, std::size_t n) {
-  if (n >= d.count) return d;
-  d.count = n;
-  d.pixels.resize(n * d.rows * d.cols);
-  d.labels.resize(n);
-  return d;
-}
+static ctnn::Dataset head(const ctnn::Dataset& d, std::size_t n) { return ctnn::subset(d, 0, std::min(n, d.count)); }
 
 int main(int argc, char** argv) {
   CLI::App app{"Train LeNet-5 on a subset of MNIST with ctnn's host (CPU) backend"};
@@ -55,7 +45,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   opt.seed = init_seed;
 
-  ctnn::io::Dataset train, test;
+  ctnn::Dataset train, test;
   try {
     train = head(ctnn::io::load_mnist(data, "train"), train_count);
     test = head(ctnn::io::load_mnist(data, "t10k"), test_count);

@@ -39,14 +39,7 @@
 
 namespace {
 
-// clang-format off
-using LeNet5 = ctnn::Seq<ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, ctnn::Pool<2>,
-                         ctnn::Conv<16, 5>,              ctnn::ReLU, ctnn::Pool<2>,
-                         ctnn::Dense<120>, ctnn::ReLU,
-                         ctnn::Dense<84>,  ctnn::ReLU,
-                         ctnn::Dense<10>,  ctnn::Softmax>;
-// clang-format on
-using Net = ctnn::Network<LeNet5, ctnn::Input<1, 28, 28>>;
+using Net = ctnn::models::LeNet5;
 static_assert(Net::param_count == 61'706);
 
 constexpr int max_batch = 1024;  // compiled into the trainer: its device buffers are sized for it
@@ -89,7 +82,7 @@ std::string device_description() {
   return p.name + std::string(buf);
 }
 
-ctnn::io::Dataset load_split(const std::string& dir, const char* split) {
+ctnn::Dataset load_split(const std::string& dir, const char* split) {
   try {
     return ctnn::io::load_mnist(dir, split);
   } catch (const ctnn::io_error& e) {
@@ -138,11 +131,13 @@ void print_cuda_arena(std::ostream& out) {
   using Arena = Trainer::network_type;
   using ctnn::detail::bytes_text;
   out << "CUDA arena (one cudaMalloc, batches up to " << max_batch << ")\n"
-      << "  parameters, gradients, momentum " << bytes_text(3 * Arena::param_floats * sizeof(float)) << '\n'
+      << "  parameters and gradients        " << bytes_text(2 * Arena::param_floats * sizeof(float)) << '\n'
       << "  activations and their gradients " << bytes_text(2 * Arena::activation_floats * sizeof(float)) << '\n'
       << "  kernel workspace                " << bytes_text(Arena::workspace_floats * sizeof(float)) << '\n'
       << "  cuBLAS workspace                " << bytes_text(Arena::cublas_workspace_bytes) << '\n'
-      << "  total                           " << bytes_text(Arena::arena_bytes) << "\n\n";
+      << "  total                           " << bytes_text(Arena::arena_bytes) << '\n'
+      << "trainer (one cudaMalloc): optimizer state and the step's buffers " << bytes_text(Trainer::trainer_bytes)
+      << "\n\n";
 }
 
 int train(const TrainArgs& a) {
@@ -150,8 +145,8 @@ int train(const TrainArgs& a) {
   ctnn::print_model_card<Net>(std::cout, std::size_t(a.batch));
   print_cuda_arena(std::cout);
   std::cout << "device: " << device << "\n";
-  const ctnn::io::Dataset train_set = load_split(a.data, "train");
-  const ctnn::io::Dataset test_set = load_split(a.data, "t10k");
+  const ctnn::Dataset train_set = load_split(a.data, "train");
+  const ctnn::Dataset test_set = load_split(a.data, "t10k");
   std::cout << "training on " << train_set.count << " images, testing on " << test_set.count << "; "
             << a.epochs << (a.epochs == 1 ? " epoch" : " epochs") << ", batch " << a.batch
             << ", learning rate " << a.lr << " (" << a.schedule << "), momentum 0.9, weight decay "
@@ -164,7 +159,7 @@ int train(const TrainArgs& a) {
   opt.batch = a.batch;
   opt.learning_rate = a.lr;
   opt.schedule = a.schedule == "cosine" ? ctnn::LrSchedule::cosine : ctnn::LrSchedule::constant;
-  opt.weight_decay = a.weight_decay;
+  trainer.optimizer.weight_decay = a.weight_decay;  // Sgd, momentum 0.9 (its default)
   opt.seed = a.seed;
   Progress progress;
   int epoch = 1;
@@ -182,18 +177,17 @@ int train(const TrainArgs& a) {
   };
   trainer.fit(train_set, opt, &test_set);
 
-  ctnn::io::save_safetensors<Net>(a.out, trainer.parameters());
-  std::cout << "saved " << Net::param_count << " parameters to " << a.out << "\n";
+  trainer.save_weights(a.out);
+  std::cout << "saved " << Net::param_count << " parameters and the normalisation to " << a.out << "\n";
   return 0;
 }
 
 int eval(const std::string& model, const std::string& data) {
   const std::string device = device_description();
-  const std::vector<float> params = ctnn::io::load_safetensors<Net>(model);  // before the data: fail fast
-  const ctnn::io::Dataset test_set = load_split(data, "t10k");
-  std::cout << "device: " << device << "\n";
   Trainer trainer;
-  trainer.set_parameters(params);
+  trainer.load_weights(model);  // before the data: fail fast
+  const ctnn::Dataset test_set = load_split(data, "t10k");
+  std::cout << "device: " << device << "\n";
   const auto start = std::chrono::steady_clock::now();
   const ctnn::Evaluation e = trainer.evaluate(test_set);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -214,17 +208,17 @@ void show_digit(const ctnn::io::Digit& d) {
 
 int predict(const std::string& model, const std::vector<std::string>& images, bool show) {
   const std::string device = device_description();
-  const std::vector<float> params = ctnn::io::load_safetensors<Net>(model);
+  Trainer trainer;
+  trainer.load_weights(model);
   // Read every image first; one that cannot be read is reported and skipped.
   std::vector<std::string> names;
   std::vector<ctnn::io::Digit> digits;
-  std::vector<float> input;
+  std::vector<std::uint8_t> input;  // raw pixels: the trainer normalises them as the model was trained
   int failures = 0;
   for (const auto& path : images) {
     try {
       const ctnn::io::Digit d = ctnn::io::load_digit(path);
-      const std::vector<float> x = ctnn::io::normalize_digit(d);  // MNIST's mean and std, as in training
-      input.insert(input.end(), x.begin(), x.end());
+      input.insert(input.end(), d.begin(), d.end());
       names.push_back(path);
       digits.push_back(d);
     } catch (const ctnn::io_error& e) {
@@ -233,8 +227,6 @@ int predict(const std::string& model, const std::vector<std::string>& images, bo
     }
   }
   if (!names.empty()) {
-    Trainer trainer;
-    trainer.set_parameters(params);
     for (std::size_t first = 0; first < names.size(); first += max_batch) {
       const int count = int(std::min<std::size_t>(max_batch, names.size() - first));
       const std::vector<float> p = trainer.predict(input.data() + first * pixels, count);

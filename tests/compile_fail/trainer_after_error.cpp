@@ -17,7 +17,7 @@ using Net = ctnn::Network<ctnn::Seq<ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, 
                                     ctnn::Conv<16, 5>, ctnn::ReLU, Pool2, ctnn::Dense<10>, ctnn::Softmax>,
                           ctnn::Input<1, 28, 28>>;
 
-double run(const ctnn::io::Dataset& train, const ctnn::io::Dataset& test) {
+double run(const ctnn::Dataset& train, const ctnn::Dataset& test) {
   ctnn::print_model_card<Net>(std::cout, 32);
   ctnn::Trainer<Net, ctnn::host, 32> trainer(7);
   ctnn::TrainOptions options;

@@ -10,7 +10,7 @@ constexpr int max_batch = 0;
 constexpr int max_batch = 64;
 #endif
 
-double run(const ctnn::io::Dataset& data) {
+double run(const ctnn::Dataset& data) {
   ctnn::Trainer<Net, ctnn::host, max_batch> trainer(1);
   return trainer.evaluate(data).accuracy;
 }

@@ -1,5 +1,5 @@
-// A Trainer for a network that does not end in Softmax (its loss is softmax cross-entropy).
-// expect: ctnn: the Trainer's loss is softmax cross-entropy, so the network's last layer must be Softmax
+// A Trainer with softmax cross-entropy for a network that does not end in Softmax.
+// expect: ctnn: SoftmaxCrossEntropy needs a network whose last layer is ctnn::Softmax
 #include <ctnn/ctnn.hpp>
 #include <ctnn/train/host_trainer.hpp>
 
@@ -9,7 +9,7 @@ using Net = ctnn::Network<ctnn::Seq<ctnn::Dense<10>, ctnn::ReLU>, ctnn::Input<78
 using Net = ctnn::Network<ctnn::Seq<ctnn::Dense<10>, ctnn::Softmax>, ctnn::Input<784>>;
 #endif
 
-double run(const ctnn::io::Dataset& data) {
-  ctnn::Trainer<Net, ctnn::host, 64> trainer(1);
+double run(const ctnn::Dataset& data) {
+  ctnn::Trainer<Net, ctnn::host, 64, ctnn::Sgd, ctnn::SoftmaxCrossEntropy> trainer(1);
   return trainer.evaluate(data).accuracy;
 }

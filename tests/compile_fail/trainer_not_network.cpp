@@ -10,7 +10,7 @@ using Net = Layers;
 using Net = ctnn::Network<Layers, ctnn::Input<784>>;
 #endif
 
-double run(const ctnn::io::Dataset& data) {
+double run(const ctnn::Dataset& data) {
   ctnn::Trainer<Net, ctnn::host, 64> trainer(1);
   return trainer.evaluate(data).accuracy;
 }

@@ -1,5 +1,5 @@
 // A host Trainer of a network that is only a Softmax: nothing to train.
-// expect: ctnn: the Trainer needs at least one layer before the Softmax
+// expect: ctnn: SoftmaxCrossEntropy needs at least one layer before the Softmax
 #include <ctnn/ctnn.hpp>
 #include <ctnn/train/host_trainer.hpp>
 
@@ -9,7 +9,7 @@ using Net = ctnn::Network<ctnn::Seq<ctnn::Softmax>, ctnn::Input<10>>;
 using Net = ctnn::Network<ctnn::Seq<ctnn::Dense<10>, ctnn::Softmax>, ctnn::Input<10>>;
 #endif
 
-double run(const ctnn::io::Dataset& data) {
+double run(const ctnn::Dataset& data) {
   ctnn::Trainer<Net, ctnn::host, 8> trainer(1);
   return trainer.evaluate(data).accuracy;
 }

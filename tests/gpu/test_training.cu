@@ -1,15 +1,19 @@
 // The CUDA trainer against the host trainer, and learning on MNIST:
-//   1. training steps (GPU gather + normalise, forward, fused softmax cross-entropy, backward, fused
-//      SGD with momentum, all in the captured step graph) change the parameters as the host trainer's
-//      steps do on the same batch: a full batch (37 = the batch size), then a tail batch (20 < 64,
-//      momentum carried over); epoch loss and accuracy agree; evaluate and predict agree;
-//   2. bad input (batch out of range, images of the wrong shape, labels out of range) is refused
+//   1. training steps (GPU gather + normalise, forward, fused loss, backward, fused optimizer update,
+//      all in the captured step graph) change the parameters as the host trainer's steps do on the
+//      same batch, for Sgd (Nesterov), Adam and AdamW: a full batch (37 = the batch size), then a tail
+//      batch (20 < 64, optimizer state carried over), then whole epochs of several batches (the same
+//      shuffle on both backends); epoch loss and accuracy agree; evaluate and predict agree;
+//   2. a run resumed from a checkpoint in a fresh trainer ends with the same bits as the straight run;
+//   3. bad input (batch out of range, images of the wrong shape, labels out of range) is refused
 //      with a clear std::invalid_argument;
-//   3. LeNet-5, one epoch on the 60,000 MNIST training images, reaches >= 97% test accuracy.
+//   4. LeNet-5, one epoch on the 60,000 MNIST training images, reaches >= 97% test accuracy.
 // The network of part 1 is smooth (Tanh, Sigmoid, average pooling): with ReLU or max pooling, a
 // value that float rounding puts on the other side of a kink would make host and GPU gradients
 // differ by a whole term; whole-network gradients through ReLU and max pooling are compared
 // exactly in test_network.cu.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ctnn/ctnn.hpp>
@@ -39,12 +44,7 @@ using Smooth = Network<Seq<Conv<6, 3, Stride<2>, Pad<1>>, Tanh, AvgPool<2>,
                            Dense<32>, Sigmoid,
                            Dense<10>, Softmax>,
                        Input<3, 16, 16>>;
-using LeNet5 = Network<Seq<Conv<6, 5, Pad<2>>, ReLU, Pool<2>,
-                           Conv<16, 5>, ReLU, Pool<2>,
-                           Dense<120>, ReLU,
-                           Dense<84>, ReLU,
-                           Dense<10>, Softmax>,
-                       Input<1, 28, 28>>;
+using LeNet5 = models::LeNet5;
 
 int passed = 0, failed = 0;
 void check(bool ok, const std::string& what) {
@@ -52,10 +52,10 @@ void check(bool ok, const std::string& what) {
   ok ? ++passed : ++failed;
 }
 
-io::Dataset random_dataset(std::size_t count, std::size_t channels, std::size_t rows, std::size_t cols,
+Dataset random_dataset(std::size_t count, std::size_t channels, std::size_t rows, std::size_t cols,
                            std::uint64_t seed) {
   Random rng(seed);
-  io::Dataset d;
+  Dataset d;
   d.count = count, d.rows = rows, d.cols = cols;
   d.pixels.resize(count * channels * rows * cols);
   for (auto& p : d.pixels) p = std::uint8_t(rng.below(256));
@@ -103,10 +103,12 @@ void compare_stats(const EpochStats& gpu, const EpochStats& host, std::size_t co
                               std::to_string(host.train_accuracy));
 }
 
+template <class Opt>
 void test_steps_match_host() {
   constexpr int max_batch = 64;
-  Trainer<Smooth, ctnn::host, max_batch> host_trainer(21);
-  Trainer<Smooth, ctnn::cuda, max_batch> gpu_trainer(21);
+  Trainer<Smooth, ctnn::host, max_batch, Opt> host_trainer(21);
+  Trainer<Smooth, ctnn::cuda, max_batch, Opt> gpu_trainer(21);
+  if constexpr (std::is_same_v<Opt, Sgd>) host_trainer.optimizer.nesterov = gpu_trainer.optimizer.nesterov = true;
   {
     const std::vector<float>& h = host_trainer.parameters();
     const std::vector<float> g = gpu_trainer.parameters();
@@ -114,39 +116,54 @@ void test_steps_match_host() {
           "smooth net: GPU and host trainers start from the same parameters");
   }
 
+  const std::string name = Opt::name;
   TrainOptions opt;
   opt.epochs = 1;
-  opt.learning_rate = 0.1f;
-  opt.momentum = 0.9f;
+  opt.learning_rate = std::is_same_v<Opt, Sgd> ? 0.1f : 0.01f;
   opt.mean = 0.45f, opt.std = 0.25f;
   opt.seed = 5;
+  opt.stop_when_stuck = false;  // random labels
 
   // A data set of exactly one full batch: the shuffle only permutes the samples inside the batch, and
   // the batch gradient does not depend on their order.
-  const io::Dataset first = random_dataset(37, 3, 16, 16, 101);
+  const Dataset first = random_dataset(37, 3, 16, 16, 101);
   opt.batch = 37;
   std::vector<float> before = host_trainer.parameters();
   const std::vector<EpochStats> hs1 = host_trainer.fit(first, opt);
   const std::vector<EpochStats> gs1 = gpu_trainer.fit(first, opt);
-  compare_updates<Smooth>(before, gpu_trainer.parameters(), host_trainer.parameters(), "full batch of 37");
-  if (hs1.size() == 1 && gs1.size() == 1) compare_stats(gs1[0], hs1[0], first.count, "full batch of 37");
+  compare_updates<Smooth>(before, gpu_trainer.parameters(), host_trainer.parameters(), name + ": full batch of 37");
+  if (hs1.size() == 1 && gs1.size() == 1) compare_stats(gs1[0], hs1[0], first.count, name + ": full batch of 37");
   else check(false, "fit returned one EpochStats per epoch");
 
-  // Then one partial batch (20 samples, batch size 64: only the tail graph runs), from the parameters
-  // and momentum the first step left.
-  const io::Dataset second = random_dataset(20, 3, 16, 16, 102);
+  // Then one partial batch (20 samples, batch size 64: only the tail graph runs) in epoch 2, from the
+  // parameters and optimizer state the first step left.
+  const Dataset second = random_dataset(20, 3, 16, 16, 102);
   opt.batch = 64;
+  opt.epochs = 2;
   before = host_trainer.parameters();
   const std::vector<EpochStats> hs2 = host_trainer.fit(second, opt);
   const std::vector<EpochStats> gs2 = gpu_trainer.fit(second, opt);
   compare_updates<Smooth>(before, gpu_trainer.parameters(), host_trainer.parameters(),
-                          "tail batch of 20 with momentum");
-  if (hs2.size() == 1 && gs2.size() == 1) compare_stats(gs2[0], hs2[0], second.count, "tail batch of 20");
+                          name + ": tail batch of 20 with optimizer state");
+  if (hs2.size() == 1 && gs2.size() == 1) compare_stats(gs2[0], hs2[0], second.count, name + ": tail batch of 20");
+
+  // Two more epochs of several batches each (16, 16, ..., 6): both backends visit the samples in the
+  // same order, so they take the same steps.
+  const Dataset third = random_dataset(70, 3, 16, 16, 105);
+  opt.batch = 16;
+  opt.epochs = 4;
+  before = host_trainer.parameters();
+  const std::vector<EpochStats> hs3 = host_trainer.fit(third, opt);
+  const std::vector<EpochStats> gs3 = gpu_trainer.fit(third, opt);
+  compare_updates<Smooth>(before, gpu_trainer.parameters(), host_trainer.parameters(),
+                          name + ": two epochs of 5 batches");
+  if (hs3.size() == 2 && gs3.size() == 2) compare_stats(gs3[1], hs3[1], third.count, name + ": epoch 4");
+  else check(false, name + ": fit continued with epochs 3 and 4");
 
   // Evaluation and prediction from the trained parameters. Make both sides use the GPU's
   // parameters exactly, so only the evaluation itself is compared.
   host_trainer.set_parameters(gpu_trainer.parameters());
-  const io::Dataset eval = random_dataset(150, 3, 16, 16, 103);  // 64 + 64 + 22
+  const Dataset eval = random_dataset(150, 3, 16, 16, 103);  // 64 + 64 + 22
   const Evaluation he = host_trainer.evaluate(eval), ge = gpu_trainer.evaluate(eval);
   check(ge.count == he.count && std::fabs(ge.loss - he.loss) <= 1e-5 * std::fabs(he.loss) + 1e-6,
         "evaluate: loss " + std::to_string(ge.loss) + " vs host " + std::to_string(he.loss));
@@ -157,7 +174,43 @@ void test_steps_match_host() {
   const std::vector<float> images = ctnn_test::random_vector(std::size_t(count) * Smooth::input_shape::size, 104);
   const std::vector<float> hp = host_trainer.predict(images.data(), count);
   const std::vector<float> gp = gpu_trainer.predict(images.data(), count);
-  check(ctnn_test::close(gp, hp, "predict: probabilities", 1e-4, 1e-6), "predict matches the host");
+  check(ctnn_test::close(gp, hp, "predict: probabilities", 1e-4, 1e-6), name + ": predict matches the host");
+}
+
+// Four epochs straight, or two (stopped from on_epoch), a checkpoint, and a fresh trainer that loads
+// it and trains on to four: the same bits on the GPU.
+template <class Opt>
+void test_resume() {
+  const Dataset data = random_dataset(150, 3, 16, 16, 301);
+  TrainOptions opt;
+  opt.epochs = 4;
+  opt.batch = 32;  // 4 full batches and a tail of 22: both graphs
+  opt.learning_rate = std::is_same_v<Opt, Sgd> ? 0.05f : 0.005f;
+  opt.schedule = LrSchedule::cosine;
+  opt.stop_when_stuck = false;  // random labels
+  Trainer<Smooth, ctnn::cuda, 64, Opt> straight(3);
+  straight.fit(data, opt);
+
+  Trainer<Smooth, ctnn::cuda, 64, Opt> first(3);
+  TrainOptions stop_at_2 = opt;
+  stop_at_2.on_epoch = [&](const EpochStats& s) {
+    if (s.epoch == 2) first.stop();
+  };
+  first.fit(data, stop_at_2);
+  char path[] = "/tmp/ctnn_resume_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd >= 0) close(fd);
+  first.save_checkpoint(path);
+  Trainer<Smooth, ctnn::cuda, 64, Opt> resumed(99);
+  resumed.load_checkpoint(path);
+  std::remove(path);
+  const std::vector<EpochStats> rest = resumed.fit(data, opt);
+  const std::vector<float> a = straight.parameters(), b = resumed.parameters();
+  const std::vector<float> sa = straight.optimizer_state(), sb = resumed.optimizer_state();
+  check(rest.size() == 2 && rest[0].epoch == 3, std::string(Opt::name) + ": the resumed fit trains epochs 3 and 4");
+  check(a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0 &&
+            sa.size() == sb.size() && std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)) == 0,
+        std::string(Opt::name) + ": resumed run's parameters and optimizer state equal the straight run's, bit for bit");
 }
 
 template <class F>
@@ -177,7 +230,7 @@ void expect_invalid(const std::string& what, const std::string& needle, F&& f) {
 
 void test_bad_input() {
   Trainer<LeNet5, ctnn::cuda, 64> trainer(1);
-  const io::Dataset good = random_dataset(10, 1, 28, 28, 201);
+  const Dataset good = random_dataset(10, 1, 28, 28, 201);
   TrainOptions opt;
   opt.batch = 65;
   expect_invalid("batch above MaxBatch", "outside 1..64", [&] { trainer.fit(good, opt); });
@@ -186,16 +239,16 @@ void test_bad_input() {
   opt.batch = 8;
   expect_invalid("32x32 images for a 1x28x28 network", "expects 1x28x28",
                  [&] { trainer.fit(random_dataset(10, 1, 32, 32, 202), opt); });
-  io::Dataset bad_label = good;
+  Dataset bad_label = good;
   bad_label.labels[3] = 10;
   expect_invalid("label 10 for 10 classes", "label 10 of image 3", [&] { trainer.evaluate(bad_label); });
-  io::Dataset short_pixels = good;
+  Dataset short_pixels = good;
   short_pixels.pixels.resize(short_pixels.pixels.size() - 1);
   expect_invalid("too few pixels", "pixel values, expected", [&] { trainer.fit(short_pixels, opt); });
 }
 
 void test_mnist() {
-  io::Dataset train, test;
+  Dataset train, test;
   try {
     train = io::load_mnist(CTNN_MNIST_DIR, "train");
     test = io::load_mnist(CTNN_MNIST_DIR, "t10k");
@@ -208,19 +261,14 @@ void test_mnist() {
   // which still runs every kernel and both step graphs (the slice leaves a partial last batch).
   const bool quick = std::getenv("CTNN_QUICK") != nullptr;
   if (quick) {
-    train.count = 3000 + 37;
-    train.pixels.resize(train.count * train.rows * train.cols);
-    train.labels.resize(train.count);
-    test.count = 1000;
-    test.pixels.resize(test.count * test.rows * test.cols);
-    test.labels.resize(test.count);
+    train = subset(train, 0, 3000 + 37);
+    test = subset(test, 0, 1000);
   }
   Trainer<LeNet5, ctnn::cuda, 256> trainer(1);
   TrainOptions opt;
   opt.epochs = 1;
   opt.batch = 64;
   opt.learning_rate = 0.01f;
-  opt.momentum = 0.9f;
   const std::vector<EpochStats> history = trainer.fit(train, opt, &test);
   if (history.size() != 1) {
     check(false, "MNIST: fit returned one EpochStats");
@@ -242,7 +290,10 @@ void test_mnist() {
 
 int main() {
   ctnn_test::require_cuda_device();
-  for (auto [name, test] : {std::pair{"steps match the host", &test_steps_match_host},
+  for (auto [name, test] : {std::pair{"Sgd steps match the host", &test_steps_match_host<Sgd>},
+                            std::pair{"Adam steps match the host", &test_steps_match_host<Adam>},
+                            std::pair{"AdamW steps match the host", &test_steps_match_host<AdamW>},
+                            std::pair{"Sgd resume", &test_resume<Sgd>}, std::pair{"Adam resume", &test_resume<Adam>},
                             std::pair{"bad input", &test_bad_input}, std::pair{"MNIST", &test_mnist}}) {
     try {
       test();

@@ -17,31 +17,16 @@
 
 namespace {
 
-using Net = ctnn::Network<ctnn::Seq<ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, ctnn::Pool<2>,
-                                    ctnn::Conv<16, 5>, ctnn::ReLU, ctnn::Pool<2>,
-                                    ctnn::Dense<120>, ctnn::ReLU,
-                                    ctnn::Dense<84>, ctnn::ReLU,
-                                    ctnn::Dense<10>, ctnn::Softmax>,
-                         ctnn::Input<1, 28, 28>>;
+using Net = ctnn::models::LeNet5;
 
 constexpr std::size_t train_images = 2000, test_images = 1000;
 constexpr double required_accuracy = 0.90;
-
-// The first n images of d.
-ctnn::io::Dataset head(const ctnn::io::Dataset& d, std::size_t n) {
-  ctnn::io::Dataset r;
-  r.count = n, r.rows = d.rows, r.cols = d.cols;
-  const std::size_t plane = d.rows * d.cols;
-  r.pixels.assign(d.pixels.begin(), d.pixels.begin() + std::ptrdiff_t(n * plane));
-  r.labels.assign(d.labels.begin(), d.labels.begin() + std::ptrdiff_t(n));
-  return r;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : CTNN_MNIST_DIR;
-  ctnn::io::Dataset train, test;
+  ctnn::Dataset train, test;
   try {
     train = ctnn::io::load_mnist(dir, "train");
     test = ctnn::io::load_mnist(dir, "t10k");
@@ -57,8 +42,8 @@ int main(int argc, char** argv) {
                  train.count, test.count, train_images, test_images);
     return 1;
   }
-  train = head(train, train_images);
-  test = head(test, test_images);
+  train = ctnn::subset(train, 0, train_images);
+  test = ctnn::subset(test, 0, test_images);
 
   const auto start = std::chrono::steady_clock::now();
   ctnn::Trainer<Net, ctnn::host, 32> trainer(1);
@@ -68,7 +53,6 @@ int main(int argc, char** argv) {
   opt.epochs = 6;
   opt.batch = 32;
   opt.learning_rate = 0.01f;
-  opt.momentum = 0.9f;
   opt.on_epoch = [](const ctnn::EpochStats& s) {
     std::printf("epoch %d: loss %.4f, train accuracy %.2f%%, %.1f s (%.0f images/s)\n", s.epoch, s.loss,
                 100 * s.train_accuracy, s.seconds, s.images_per_second);

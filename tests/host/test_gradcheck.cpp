@@ -77,12 +77,7 @@ TEST_CASE("gradcheck: Softmax", "[gradcheck]") {
 }
 
 namespace {
-using LeNet5 = Network<Seq<Conv<6, 5, Pad<2>>, ReLU, Pool<2>,
-                           Conv<16, 5>, ReLU, Pool<2>,
-                           Dense<120>, ReLU,
-                           Dense<84>, ReLU,
-                           Dense<10>, Softmax>,
-                       Input<1, 28, 28>>;
+using LeNet5 = models::LeNet5;
 using RgbCnn = Network<Seq<Conv<8, 3, Pad<1>>, ReLU, Pool<2>,
                            Conv<12, 3, Stride<2>, Pad<1>, Dilation<2>>, Tanh, AvgPool<2>,
                            Dense<24>, Sigmoid,
@@ -116,18 +111,6 @@ TEST_CASE("gradcheck: softmax cross-entropy, fused gradient through the network"
   SECTION("LeNet-5") { expect_small(ctnn::testing::gradcheck_cross_entropy<LeNet5>(3, sampled), "LeNet-5"); }
   SECTION("RGB CNN") { expect_small(ctnn::testing::gradcheck_cross_entropy<RgbCnn>(2, sampled), "RgbCnn"); }
   SECTION("MLP") { expect_small(ctnn::testing::gradcheck_cross_entropy<Mlp>(4), "Mlp (every parameter)"); }
-}
-
-TEST_CASE("gradcheck: softmax cross-entropy with respect to the logits", "[gradcheck][loss]") {
-  constexpr int batch = 4, classes = 7;
-  Random rng(3);
-  std::vector<double> z = ctnn::testing::random_distinct(rng, batch * classes, 0.1, 3.0);
-  const std::vector<int> labels{0, 6, 3, 3};
-  std::vector<double> dz(z.size());
-  softmax_cross_entropy<classes>(z.data(), labels.data(), batch, dz.data());
-  auto loss = [&] { return softmax_cross_entropy<classes>(z.data(), labels.data(), batch).loss; };
-  expect_small(ctnn::testing::finite_difference_check(loss, {{"dlogits", z.data(), dz.data(), z.size()}}),
-               "softmax_cross_entropy");
 }
 
 namespace {

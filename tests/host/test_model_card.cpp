@@ -10,13 +10,7 @@
 
 namespace {
 
-using LeNet5 = ctnn::Seq<
-    ctnn::Conv<6, 5, ctnn::Pad<2>>, ctnn::ReLU, ctnn::Pool<2>,
-    ctnn::Conv<16, 5>,              ctnn::ReLU, ctnn::Pool<2>,
-    ctnn::Dense<120>, ctnn::ReLU,
-    ctnn::Dense<84>,  ctnn::ReLU,
-    ctnn::Dense<10>,  ctnn::Softmax>;
-using LeNet = ctnn::Network<LeNet5, ctnn::Input<1, 28, 28>>;
+using LeNet = ctnn::models::LeNet5;
 
 std::string card(std::size_t batch) {
   std::ostringstream out;
@@ -98,11 +92,10 @@ TEST_CASE("LeNet-5 model card: totals", "[model_card]") {
   // Activations, batch 64 (every size a multiple of 64 floats already):
   // 64·(784 + 2·4'704 + 1'176 + 2·1'600 + 400 + 2·120 + 2·84 + 2·10) = 985'344 floats.
   CHECK(text.find("activations    3.76 MiB (3,941,376 B)") != std::string::npos);
-  // Workspace: conv1's im2col, 25·784 = 19'600 floats per sample.
-  CHECK(text.find("workspace      4.79 MiB (5,017,600 B)") != std::string::npos);
-  // Training arena: 3 · 62'080 padded parameter floats + 2 · 985'344 + 1'254'400 = 3'411'328 floats.
+  // Training: 2 · 62'080 padded parameter floats + 2 · 985'344 = 2'094'848 floats (no layer state, nothing
+  // saved for backward).
   CHECK(ctnn::BufferPlan<LeNet>::param_floats == 62'080);
-  CHECK(text.find("training arena 13.01 MiB (13,645,312 B)") != std::string::npos);
+  CHECK(text.find("training       7.99 MiB (8,379,392 B)") != std::string::npos);
 }
 
 TEST_CASE("the model card's memory lines follow the batch", "[model_card]") {
@@ -113,7 +106,6 @@ TEST_CASE("the model card's memory lines follow the batch", "[model_card]") {
   // Each activation rounds up to 64 floats: 832 + 2·4'736 + 1'216 + 2·1'600 + 448 + 4·128 + 2·64.
   CHECK(Plan::activation_floats(1) == 15'808);
   CHECK(text.find("activations    61.75 KiB (63,232 B)") != std::string::npos);
-  CHECK(text.find("workspace      76.75 KiB (78,592 B)") != std::string::npos);  // 19'600 → 19'648
-  // 3·62'080 + 2·15'808 + 19'648 = 237'504 floats.
-  CHECK(text.find("training arena 927.75 KiB (950,016 B)") != std::string::npos);
+  // 2·62'080 + 2·15'808 = 155'776 floats.
+  CHECK(text.find("training       608.50 KiB (623,104 B)") != std::string::npos);
 }

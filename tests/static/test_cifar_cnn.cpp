@@ -50,7 +50,7 @@ static_assert(Plan::act_size[0] == 3'072 && Plan::act_size[5] == 8'192 && Plan::
 static_assert(Plan::activation_floats(1) == 179'584);
 static_assert(Plan::activation_floats(8) == 1'435'904);
 // Workspace: the largest im2col matrix, conv2's (32·3·3) x (32·32) = 294'912 floats per sample.
-static_assert(Plan::workspace_floats(1) == 294'912 && Plan::workspace_floats(2) == 2 * 294'912);
-static_assert(Plan::training_floats(1) == 3 * 554'496 + 2 * 179'584 + 294'912);
+static_assert(Plan::training_floats(1) == 2 * 554'496 + 2 * 179'584);  // no layer state, nothing saved
+static_assert(Plan::state_floats == 0 && Plan::saved_floats(64) == 0);
 
 int main() { return 0; }

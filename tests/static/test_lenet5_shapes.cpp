@@ -1,4 +1,5 @@
-// Compile-time facts about LeNet-5: shapes, parameter count, buffer plan. Compiling is the test.
+// Compile-time facts about LeNet-5 as the README spells it (and ctnn::models::LeNet5 is): shapes,
+// parameter count, buffer plan. Compiling is the test.
 #include <ctnn/ctnn.hpp>
 #include <ctnn/network/plan.hpp>
 
@@ -9,6 +10,8 @@ using LeNet5 = ctnn::Seq<
     ctnn::Dense<84>,  ctnn::ReLU,
     ctnn::Dense<10>,  ctnn::Softmax>;
 using Net = ctnn::Network<LeNet5, ctnn::Input<1, 28, 28>>;
+// The README's spelling above is the one declaration everything else uses.
+static_assert(std::is_same_v<Net, ctnn::models::LeNet5>);
 
 static_assert(std::is_same_v<Net::input_shape, ctnn::Shape<1, 28, 28>>);
 static_assert(std::is_same_v<Net::output_shape, ctnn::Shape<10>>);

@@ -32,6 +32,5 @@ static_assert(Plan::act_size[0] == 784 && Plan::act_size[6] == 10);
 // 784 → 832, 256, 256, 128, 128, 10 → 64, 10 → 64.
 static_assert(Plan::activation_floats(1) == 1'728);
 static_assert(Plan::activation_floats(3) == 4'800);
-static_assert(Plan::workspace_floats(1) == 0);  // no convolution, no scratch
 
 int main() { return 0; }

@@ -34,7 +34,6 @@ using Plan = BufferPlan<Net>;
 // Layers without parameters take no room: the dense weight is first, its bias one block later.
 static_assert(Plan::weight_offset[0] == 0 && Plan::weight_offset[4] == 0 && Plan::bias_offset[4] == 64);
 static_assert(Plan::param_floats == 128);
-static_assert(Plan::workspace_floats(64) == 0);  // pooling needs no scratch
 static_assert(Plan::act_size[0] == 900 && Plan::act_size[1] == 196 && Plan::act_size[3] == 64);
 // Activations for a batch of 2: 1'800 → 1'856, 392 → 448 (twice), 128, 8 → 64, 6 → 64.
 static_assert(Plan::activation_floats(2) == 1'856 + 448 + 448 + 128 + 64 + 64);

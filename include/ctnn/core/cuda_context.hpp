@@ -1,9 +1,12 @@
 #pragma once
-// What every device launch needs: the stream, the cuBLAS handle bound to it, and the scratch
-// workspace (a slice of the arena sized by BufferPlan::workspace_floats).
+// What every device launch needs (the stream, the cuBLAS handle bound to it, the scratch workspace),
+// and the mapping from a layer to its CUDA implementation.
 #include <cstddef>
+#include <cstdint>
+#include <type_traits>
 
 #include "cuda_check.hpp"
+#include "layer.hpp"
 
 namespace ctnn {
 
@@ -12,17 +15,51 @@ struct CudaContext {
   cublasHandle_t blas = nullptr;
   float* workspace = nullptr;          // device
   std::size_t workspace_floats = 0;
+  // The training step's number, in device memory (null outside training), read by layers that draw
+  // random numbers when the step runs: on the device ForwardArgs::rng_key holds layer_key(seed, layer)
+  // and such a layer uses step_key(rng_key, *step) (core/random.hpp), so a captured step needs no
+  // recapture to draw new numbers.
+  const std::uint64_t* step = nullptr;
 };
 
-// The device implementation of Layer applied to input shape In, mirroring the host reference in
-// Layer::bind<In> (core/layer.hpp) with device pointers:
+namespace detail {
+template <class T> inline constexpr bool no_cuda_layer_v = false;
+}
+
+// The device implementation of Layer applied to input shape In: the host reference of
+// Layer::bind<In> (core/layer.hpp) with a CudaContext first and device pointers, in either form:
 //   static void forward(const CudaContext&, const float* w, const float* b, const float* x, float* y,
 //                       int batch);
 //   static void backward(const CudaContext&, const float* w, const float* x, const float* y,
 //                        const float* dy, float* dx, float* dw, float* db, int batch);
-// Specialised in kernels/*.cuh. Kernels themselves take plain integers, so two networks with the
-// same layer on the same shape share them.
+// or
+//   static void forward(const CudaContext&, const ForwardArgs<float>&);
+//   static void backward(const CudaContext&, const BackwardArgs<float>&);
+// plus static constexpr std::size_t workspace_floats(int max_batch) (scratch the network provides).
+// Specialised in kernels/*.cuh, which each layer's header includes when compiled by nvcc, so that a
+// network's layers bring their device code with them; enqueue only (no allocation, no synchronisation). Kernels take
+// plain integers, so two networks with the same layer on the same shape share them.
 template <class Layer, class In>
-struct cuda_layer;
+struct cuda_layer {
+  static_assert(detail::no_cuda_layer_v<Layer>,
+                "ctnn: no CUDA implementation for this layer (the note below names it): specialise "
+                "ctnn::cuda_layer<Layer, In> in a header under kernels/ that the layer's header includes under nvcc");
+  // Stand-ins, so that the one message above is the only one.
+  static constexpr std::size_t workspace_floats(int) { return 0; }
+  template <class... A> static void forward(A&&...) {}
+  template <class... A> static void backward(A&&...) {}
+};
+
+// Calls the device implementation in whichever form it provides.
+template <class K>
+void cuda_layer_forward(const CudaContext& ctx, const ForwardArgs<float>& a) {
+  if constexpr (requires { K::forward(ctx, a); }) K::forward(ctx, a);
+  else K::forward(ctx, a.w, a.b, a.x, a.y, a.batch);
+}
+template <class K>
+void cuda_layer_backward(const CudaContext& ctx, const BackwardArgs<float>& a) {
+  if constexpr (requires { K::backward(ctx, a); }) K::backward(ctx, a);
+  else K::backward(ctx, a.w, a.x, a.y, a.dy, a.dx, a.dw, a.db, a.batch);
+}
 
 }  // namespace ctnn

@@ -12,32 +12,39 @@ namespace ctnn {
 struct Softmax;
 
 namespace detail {
-template <class Layer, class In>
+template <class L, class In>
 constexpr bool run_layer_rules() {
-  if constexpr (!is_layer_v<Layer> || std::is_same_v<In, InvalidShape>) return false;
-  else return Layer::template check<In>();
+  if constexpr (!Layer<L> || std::is_same_v<In, InvalidShape>) return false;
+  else return L::template check<In>();
 }
 
-template <bool Valid, class Layer, class In>
+template <bool Valid, class L, class In>
 struct lazy_output { using type = InvalidShape; };
-template <class Layer, class In>
-struct lazy_output<true, Layer, In> { using type = typename Layer::template bind<In>::output_shape; };
+template <class L, class In>
+struct lazy_output<true, L, In> {
+  using Bound = typename L::template bind<In>;
+  static_assert(BoundLayer<Bound>,
+                "ctnn: this layer's bind<In> lacks a member of the bound-layer contract (input_shape, "
+                "output_shape, weight_shape, bias_shape, in_size, out_size, weight_count, bias_count, "
+                "flops: see core/layer.hpp)");
+  using type = typename Bound::output_shape;
+};
 }  // namespace detail
 
-template <int Index, class Layer, class InputShape>
+template <int Index, class L, class InputShape>
 struct at_layer {
   // After an earlier layer's error the input is InvalidShape: stay silent (no cascade).
   static constexpr bool input_valid = !std::is_same_v<InputShape, InvalidShape>;
-  static_assert(!input_valid || is_layer_v<Layer>,
-                "ctnn: an element of the Seq is not a layer (layers are Conv, Pool, MaxPool, "
-                "AvgPool, Dense, ReLU, Sigmoid, Tanh and Softmax)");
-  static constexpr bool valid = detail::run_layer_rules<Layer, InputShape>();
-  using output_shape = typename detail::lazy_output<valid, Layer, InputShape>::type;
+  static_assert(!input_valid || Layer<L>,
+                "ctnn: an element of the Seq is not a layer (a layer derives from ctnn::layer_tag and "
+                "provides name, label(), check<In>() and bind<In>: see core/layer.hpp)");
+  static constexpr bool valid = detail::run_layer_rules<L, InputShape>();
+  using output_shape = typename detail::lazy_output<valid, L, InputShape>::type;
 
   // Rules about where a layer may stand in the Seq.
   template <bool IsLast>
   static constexpr bool check_position() {
-    constexpr bool ok = IsLast || !std::is_same_v<Layer, Softmax>;
+    constexpr bool ok = IsLast || !std::is_same_v<L, Softmax>;
     static_assert(!valid || ok,
                   "ctnn: Softmax must be the last layer (it turns the output into probabilities "
                   "for the loss; nothing may follow it)");

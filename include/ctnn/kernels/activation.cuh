@@ -1,7 +1,7 @@
 #pragma once
 // ReLU, Sigmoid and Tanh on the device: element-wise over batch·size floats, 16-byte vectors when
 // every pointer is 16-byte aligned (the arena aligns each buffer to 256 bytes), then a scalar tail.
-// The derivative is taken from the output y, as on the host (layers/activation.hpp).
+// The math is the host reference's own (relu_fn, sigmoid_fn, tanh_fn in layers/activation.hpp).
 #include <cstddef>
 
 #include "../core/cuda_context.hpp"
@@ -10,26 +10,6 @@
 
 namespace ctnn {
 namespace kernels {
-
-// Device twins of the host functions relu_fn, sigmoid_fn, tanh_fn (same formulas, in float).
-template <class Fn>
-struct device_activation;
-template <>
-struct device_activation<relu_fn> {
-  __device__ static float apply(float x) { return x > 0.f ? x : 0.f; }
-  __device__ static float derivative(float y) { return y > 0.f ? 1.f : 0.f; }
-};
-template <>
-struct device_activation<sigmoid_fn> {
-  __device__ static float apply(float x) { return 1.f / (1.f + expf(-x)); }
-  __device__ static float derivative(float y) { return y * (1.f - y); }
-};
-template <>
-struct device_activation<tanh_fn> {
-  __device__ static float apply(float x) { return tanhf(x); }
-  // Rounded like the host's 1 − y·y (no FMA contraction): near |y| = 1 the two would differ.
-  __device__ static float derivative(float y) { return 1.f - __fmul_rn(y, y); }
-};
 
 inline constexpr int activation_threads = 256;
 
@@ -41,7 +21,7 @@ kernel_activation_forward(const float* __restrict__ x,  // [n]
                           float* __restrict__ y,        // [n]
                           std::size_t n)
 {
-  using F = device_activation<Fn>;
+  using F = Fn;  // the host reference's own math (layers/activation.hpp)
   const std::size_t t = std::size_t(blockIdx.x) * activation_threads + threadIdx.x;
   std::size_t i = t;  // the scalar element, if any
   if constexpr (Vec4) {
@@ -64,7 +44,7 @@ kernel_activation_backward(const float* __restrict__ y,   // [n]
                            float* __restrict__ dx,        // [n]
                            std::size_t n)
 {
-  using F = device_activation<Fn>;
+  using F = Fn;  // the host reference's own math (layers/activation.hpp)
   const std::size_t t = std::size_t(blockIdx.x) * activation_threads + threadIdx.x;
   std::size_t i = t;
   if constexpr (Vec4) {

@@ -1,9 +1,11 @@
 #pragma once
 // Element-wise activations ReLU, Sigmoid, Tanh. Their derivatives are written in terms of the output
-// y, so backward needs no copy of the input.
+// y, so backward needs no copy of the input. The math (relu_fn, ...) is written once, for the host
+// reference and the device kernels (kernels/activation.cuh) alike.
 #include <cmath>
 #include <string>
 
+#include "../core/host_device.hpp"
 #include "../core/layer.hpp"
 
 namespace ctnn {
@@ -21,7 +23,6 @@ struct Activation : layer_tag, no_params {
     using input_shape = In;
     using output_shape = In;
     static constexpr std::size_t in_size = In::size, out_size = In::size;
-    static constexpr std::size_t workspace_size = 0;
     static constexpr std::size_t flops = In::size;
 
     template <class T>
@@ -38,18 +39,19 @@ struct Activation : layer_tag, no_params {
 
 struct relu_fn {
   static constexpr const char* name = "ReLU";
-  template <class T> static T apply(T x) { return x > T(0) ? x : T(0); }
-  template <class T> static T derivative(T y) { return y > T(0) ? T(1) : T(0); }
+  template <class T> CTNN_HOST_DEVICE static T apply(T x) { return x > T(0) ? x : T(0); }
+  template <class T> CTNN_HOST_DEVICE static T derivative(T y) { return y > T(0) ? T(1) : T(0); }
 };
 struct sigmoid_fn {
   static constexpr const char* name = "Sigmoid";
-  template <class T> static T apply(T x) { return T(1) / (T(1) + std::exp(-x)); }
-  template <class T> static T derivative(T y) { return y * (T(1) - y); }
+  template <class T> CTNN_HOST_DEVICE static T apply(T x) { return T(1) / (T(1) + std::exp(-x)); }
+  template <class T> CTNN_HOST_DEVICE static T derivative(T y) { return y * (T(1) - y); }
 };
 struct tanh_fn {
   static constexpr const char* name = "Tanh";
-  template <class T> static T apply(T x) { return std::tanh(x); }
-  template <class T> static T derivative(T y) { return T(1) - y * y; }
+  template <class T> CTNN_HOST_DEVICE static T apply(T x) { return std::tanh(x); }
+  // 1 − y·y with the product rounded on its own, so that host and device agree near |y| = 1.
+  template <class T> CTNN_HOST_DEVICE static T derivative(T y) { return T(1) - mul_rn(y, y); }
 };
 
 struct ReLU : Activation<relu_fn> {};
@@ -57,3 +59,8 @@ struct Sigmoid : Activation<sigmoid_fn> {};
 struct Tanh : Activation<tanh_fn> {};
 
 }  // namespace ctnn
+
+// Under nvcc the layer's CUDA implementation (its cuda_layer specialisation) comes with it.
+#ifdef __CUDACC__
+#include "../kernels/activation.cuh"  // nvcc only
+#endif

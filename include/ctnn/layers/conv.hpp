@@ -63,8 +63,6 @@ struct Conv : layer_tag {
     using bias_shape = Shape<Out>;
     static constexpr std::size_t in_size = In::size, out_size = output_shape::size;
     static constexpr std::size_t weight_count = weight_shape::size, bias_count = Out;
-    // The column matrix of im2col + GEMM: (C·K·K) × (OH·OW) per sample.
-    static constexpr std::size_t workspace_size = std::size_t(C) * K * K * OH * OW;
     static constexpr std::size_t flops = 2 * std::size_t(Out) * OH * OW * C * K * K;
 
     // Input row/column read by output position o and kernel tap k; may fall into the padding.
@@ -130,3 +128,8 @@ struct Conv : layer_tag {
 };
 
 }  // namespace ctnn
+
+// Under nvcc the layer's CUDA implementation (its cuda_layer specialisation) comes with it.
+#ifdef __CUDACC__
+#include "../kernels/conv.cuh"  // nvcc only
+#endif

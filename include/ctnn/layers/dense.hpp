@@ -30,7 +30,6 @@ struct Dense : layer_tag {
     using bias_shape = Shape<N>;
     static constexpr std::size_t in_size = I, out_size = N;
     static constexpr std::size_t weight_count = std::size_t(N) * I, bias_count = N;
-    static constexpr std::size_t workspace_size = 0;
     static constexpr std::size_t flops = 2 * std::size_t(N) * I;
 
     template <class T>
@@ -69,3 +68,8 @@ struct Dense : layer_tag {
 };
 
 }  // namespace ctnn
+
+// Under nvcc the layer's CUDA implementation (its cuda_layer specialisation) comes with it.
+#ifdef __CUDACC__
+#include "../kernels/dense.cuh"  // nvcc only
+#endif

@@ -62,7 +62,6 @@ struct Pooling : layer_tag, no_params {
     using input_shape = In;
     using output_shape = Shape<C, OH, OW>;
     static constexpr std::size_t in_size = In::size, out_size = output_shape::size;
-    static constexpr std::size_t workspace_size = 0;
     static constexpr std::size_t flops = out_size * K * K;
 
     // Calls f(iy, ix) for each in-bounds input position of output (oy, ox)'s window, row-major.
@@ -123,3 +122,8 @@ template <int K, class... Opts> using MaxPool = Pool<K, Opts...>;
 template <int K, class... Opts> struct AvgPool : Pooling<PoolKind::average, K, Opts...> {};
 
 }  // namespace ctnn
+
+// Under nvcc the layer's CUDA implementation (its cuda_layer specialisation) comes with it.
+#ifdef __CUDACC__
+#include "../kernels/pool.cuh"  // nvcc only
+#endif

@@ -1,6 +1,6 @@
 #pragma once
 // Softmax over a flat vector. Must be the network's last layer: training pairs it with cross-entropy
-// and uses the fused gradient ŷ − y (train/loss.hpp); the general backward below is what the
+// and uses the fused gradient ŷ − y (train/softmax_cross_entropy.hpp); the general backward below is what the
 // finite-difference check verifies.
 #include <cmath>
 #include <string>
@@ -26,7 +26,6 @@ struct Softmax : layer_tag, no_params {
     using input_shape = In;
     using output_shape = In;
     static constexpr std::size_t in_size = N, out_size = N;
-    static constexpr std::size_t workspace_size = 0;
     static constexpr std::size_t flops = 3 * std::size_t(N);
 
     template <class T>
@@ -55,3 +54,8 @@ struct Softmax : layer_tag, no_params {
 };
 
 }  // namespace ctnn
+
+// Under nvcc the layer's CUDA implementation (its cuda_layer specialisation) comes with it.
+#ifdef __CUDACC__
+#include "../kernels/softmax.cuh"  // nvcc only
+#endif

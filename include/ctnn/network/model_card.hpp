@@ -12,8 +12,8 @@
 //   ...
 //
 // MFLOP is the layer's forward FLOPs per sample, in millions. The memory lines are BufferPlan's, for
-// the given batch: activations (input and every layer's output), workspace (the largest scratch), and
-// the training arena (parameters, gradients and momentum, activations and their gradients, workspace).
+// the given batch: activations (input and every layer's output), and what training keeps besides the
+// optimizer's state (parameters, gradients, layer state, activations and their gradients, saved buffers).
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -123,9 +123,9 @@ void print_model_card(std::ostream& out, std::size_t batch) {
         << detail::fixed(double(Net::flops_per_sample) / 1e6, 3) << " MFLOP)\n"
         << "batch " << batch << '\n'
         << "  activations    " << detail::bytes_text(Plan::activation_bytes(batch)) << '\n'
-        << "  workspace      " << detail::bytes_text(Plan::workspace_bytes(batch)) << '\n'
-        << "  training arena " << detail::bytes_text(Plan::training_floats(batch) * sizeof(float))
-        << ": parameters, gradients, momentum, activations and their gradients, workspace\n";
+        << "  training       " << detail::bytes_text(Plan::training_floats(batch) * sizeof(float))
+        << ": parameters, gradients, layer state, activations and their gradients, saved buffers "
+           "(plus the optimizer's state)\n";
   }
 }
 

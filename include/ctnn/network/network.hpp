@@ -16,9 +16,6 @@ namespace ctnn {
 template <class... Layers>
 struct Seq {};
 
-template <class T> inline constexpr bool is_seq_v = false;
-template <class... L> inline constexpr bool is_seq_v<Seq<L...>> = true;
-
 namespace detail {
 template <class T> inline constexpr bool always_false_v = false;
 namespace hana = boost::hana;
@@ -46,7 +43,7 @@ constexpr auto propagate_shapes() {
 struct unbound_layer : no_params {
   using input_shape = InvalidShape;
   using output_shape = InvalidShape;
-  static constexpr std::size_t in_size = 0, out_size = 0, workspace_size = 0, flops = 0;
+  static constexpr std::size_t in_size = 0, out_size = 0, flops = 0;
   template <class T>
   static void forward(const T*, const T*, const T*, T*, int) {}
   template <class T>

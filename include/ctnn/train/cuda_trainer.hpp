@@ -1,31 +1,30 @@
 #pragma once
-// Trainer<Net, cuda, MaxBatch>: the training API of train/trainer.hpp on the GPU, over a
-// CudaNetwork<Net, MaxBatch>. Same loss, normalisation and SGD formula as the host trainer
-// (train/host_trainer.hpp); the shuffle is done on the GPU, so the visiting order differs from the
-// host's, but it depends only on (seed, epoch, count): a run is reproducible to the bit on a given GPU.
+// Trainer<Net, cuda, MaxBatch, Optimizer, Loss>: the training API of train/trainer.hpp on the GPU,
+// over a CudaNetwork<Net, MaxBatch>, driven by the shared loop (train/loop.hpp): the same shuffle,
+// normalisation, loss and optimizer arithmetic as the host trainer.
 //
 //   ctnn::Trainer<Net, ctnn::cuda, 1024> trainer(seed);   // throws ctnn::cuda_error without a GPU
 //   auto history = trainer.fit(train_set, options, &test_set);
 //
 // fit uploads the data sets once (DeviceDataset: uint8 pixels and labels, plus per-sample buffers),
-// then per epoch:
-//   shuffle on the GPU (keys + radix sort) into the data set's `order`;
-//   for each batch, the last partial one included, one launch of a captured CUDA graph running
-//     copy order[offset, offset + b) → batch indices          (memcpy node, updated per step)
-//     gather + normalise the batch's images and labels
-//     forward to the logits → fused softmax cross-entropy → backward → fused SGD with momentum
-//     copy per-sample loss and correct flags → epoch arrays at offset   (memcpy nodes, updated)
-//   one device-to-host copy of the per-sample arrays, summed on the host in a fixed order.
+// then per epoch uploads the epoch's order and per-step records (step number, optimizer record) and,
+// for each batch, the last partial one included, launches a captured CUDA graph running
+//     copy order[offset, offset + b) → batch indices          (memcpy node, re-pointed per step)
+//     copy records[k] → the current record                    (memcpy node, re-pointed per step)
+//     gather + normalise the batch's images, labels (and targets)
+//     forward (training mode) to the loss's layer → fused loss and gradient → backward
+//     → fused optimizer update reading the current record
+//     copy per-sample loss and correct flags → epoch arrays at offset   (memcpy nodes, re-pointed)
+//   and at the end one device-to-host copy of the per-sample arrays, summed on the host in order.
 //
-// The graph: the step is captured once per fit for the full batch size and once for the tail size.
-// Everything in it has fixed addresses except the three copies above, whose source or destination
-// moves by the batch size each step. They are memcpy nodes, and before each launch the host
-// re-points them with cudaGraphExecMemcpyNodeSetParams1D (documented to affect only later
-// launches, so steps already queued are undisturbed). This needs no change to any kernel, no
-// device-side counter and no re-instantiation; the cost is three tiny device-to-device copies per
-// step inside the graph. Measured on an H100 with LeNet-5 on MNIST: an epoch takes 3% longer than
-// the same graph without the copies at batch 64 (0.113 s against 0.110 s), 1.5% at batch 1024;
-// launching the step's kernels one by one instead takes 0.18-0.24 s at batch 64 (host-bound).
+// The step is captured once per fit for the full batch size and once for the tail size. Everything in
+// it has fixed addresses except the four copies above; before each launch the host re-points them with
+// cudaGraphExecMemcpyNodeSetParams1D (documented to affect only later launches). Measured on an H100
+// with LeNet-5 (the earlier three-copy version): an epoch takes 3% longer than the same graph without
+// the copies at batch 64, 1.5% at batch 1024; launching the kernels one by one instead is host-bound.
+//
+// The trainer owns one device allocation of its own (the optimizer's state and the step's labels,
+// targets, losses, indices and record); the network's arena holds only the network.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -40,245 +39,231 @@
 #include <vector>
 
 #include "../core/cuda_check.hpp"
+#include "../core/cuda_graph.hpp"
 #include "../kernels/data.cuh"
-#include "../kernels/sgd.cuh"
-#include "../kernels/softmax.cuh"
-#include "../layers/softmax.hpp"
+#include "../kernels/loss.cuh"
+#include "../kernels/optimizer.cuh"
 #include "../network/cuda_network.hpp"
+#include "checkpoint.hpp"
 #include "device_dataset.hpp"
+#include "loop.hpp"
 #include "trainer.hpp"
 
 namespace ctnn {
 
-namespace detail {
-
-// The node that the next operation captured on `stream` would depend on; right after a
-// cudaMemcpyAsync on a capturing stream (whose work is a chain), that copy's node.
-inline cudaGraphNode_t last_captured_node(cudaStream_t stream) {
-  cudaStreamCaptureStatus status{};
-  const cudaGraphNode_t* nodes = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  std::size_t count = 0;
-  CTNN_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, &edges, &count));
-  if (status != cudaStreamCaptureStatusActive || count != 1)
-    throw cuda_error("ctnn: expected the stream to be capturing a chain of operations (capture status " +
-                     std::to_string(int(status)) + ", " + std::to_string(count) + " open dependencies)");
-  return nodes[0];
-}
-
-// A captured CUDA graph and its executable instance. The graph is kept alive because node handles
-// used to update the instance must belong to it.
-class CudaGraph {
- public:
-  CudaGraph() = default;
-  ~CudaGraph() { reset(); }
-  CudaGraph(const CudaGraph&) = delete;
-  CudaGraph& operator=(const CudaGraph&) = delete;
-
-  explicit operator bool() const { return exec_ != nullptr; }
-
-  // Captures what body() enqueues on `stream` and instantiates it. If body throws, the capture is
-  // ended and discarded and the exception propagates.
-  template <class Body>
-  void capture(cudaStream_t stream, Body&& body) {
-    reset();
-    CTNN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      body();
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      cudaStreamEndCapture(stream, &broken);
-      if (broken) cudaGraphDestroy(broken);
-      cudaGetLastError();  // an invalidated capture leaves an error behind
-      throw;
-    }
-    CTNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
-    CTNN_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
-  }
-
-  // Re-points memcpy node `node` (a 1-D device-to-device copy of the captured graph) for the next
-  // launches.
-  void set_copy(cudaGraphNode_t node, void* dst, const void* src, std::size_t bytes) {
-    CTNN_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec_, node, dst, src, bytes, cudaMemcpyDeviceToDevice));
-  }
-  void launch(cudaStream_t stream) { CTNN_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
-
-  void reset() noexcept {
-    if (exec_) cudaGraphExecDestroy(exec_);
-    if (graph_) cudaGraphDestroy(graph_);
-    exec_ = nullptr;
-    graph_ = nullptr;
-  }
-
- private:
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-};
-
-}  // namespace detail
-
-template <class Net, int MaxBatch>
+template <class Net, int MaxBatch, class Opt, class Loss>
   requires is_network_v<Net>
-class Trainer<Net, cuda, MaxBatch> {
+class Trainer<Net, cuda, MaxBatch, Opt, Loss>
+    : public detail::TrainingLoop<Trainer<Net, cuda, MaxBatch, Opt, Loss>, Net, MaxBatch, detail::optimizer_or_sgd<Opt>, Loss>,
+      public detail::Checkpointing<Trainer<Net, cuda, MaxBatch, Opt, Loss>, Net, detail::optimizer_or_sgd<Opt>, Loss> {
   // trainer_rules reports a broken rule itself; "|| true" keeps this line from adding a second error.
-  static_assert(detail::trainer_rules<Net, MaxBatch>() || true);
+  static_assert(detail::trainer_rules<Net, MaxBatch, Opt, Loss>() || true);
+  using O = detail::optimizer_or_sgd<Opt>;  // Sgd stands in after a misuse, so that one message is all
+  using Loop = detail::TrainingLoop<Trainer, Net, MaxBatch, O, Loss>;
+  friend Loop;
+  friend detail::Checkpointing<Trainer, Net, O, Loss>;
+  using plan = BufferPlan<Net>;
 
  public:
-  using net_type = Net;
   using network_type = CudaNetwork<Net, MaxBatch>;
-  using input_shape = typename Net::input_shape;
-  static constexpr int max_batch = MaxBatch;
-  static constexpr std::size_t input_size = input_shape::size;
-  static constexpr int classes = int(Net::output_shape::size);
+  using Loop::grad_layer;
+  using Loop::input_size;
+  using Loop::outputs;
+  using typename Loop::Record;
+  static constexpr int width = int(plan::act_size[grad_layer + 1]);  // the loss's input per sample
+  static constexpr bool loss_writes_probs = grad_layer + 1 < Net::layer_count;  // a fused final Softmax
+
+  // The trainer's own device memory (byte offsets, 256-byte aligned).
+  static constexpr std::size_t opt_state_floats = O::state_slots * plan::param_floats;
+  static constexpr std::size_t opt_state_at = 0;
+  static constexpr std::size_t labels_at = opt_state_at + detail::align_bytes(opt_state_floats * sizeof(float));
+  static constexpr std::size_t targets_at = labels_at + detail::align_bytes(MaxBatch * sizeof(std::int32_t));
+  static constexpr std::size_t loss_at = targets_at + detail::align_bytes(std::size_t(MaxBatch) * width * sizeof(float));
+  static constexpr std::size_t correct_at = loss_at + detail::align_bytes(MaxBatch * sizeof(float));
+  static constexpr std::size_t indices_at = correct_at + detail::align_bytes(MaxBatch * sizeof(std::int32_t));
+  static constexpr std::size_t record_at = indices_at + detail::align_bytes(MaxBatch * sizeof(std::uint32_t));
+  static constexpr std::size_t trainer_bytes = record_at + detail::align_bytes(sizeof(Record));
 
   // Parameters from init_parameters<Net>(seed), as the host trainer. Throws ctnn::cuda_error
   // ("ctnn: no CUDA device ...") when no GPU can be used.
-  explicit Trainer(std::uint64_t seed = 1) : net_(seed) {}
-
-  // Trains for options.epochs epochs; returns the statistics of each (also passed to on_epoch).
-  // on_batch(done, total) is called after each step is enqueued, without waiting for the GPU: it
-  // reports how far the host has queued the epoch. Momentum carries over from one fit to the next.
-  std::vector<EpochStats> fit(const io::Dataset& train, const TrainOptions& options,
-                              const io::Dataset* test = nullptr) {
-    detail::check_train_options(options, MaxBatch);
-    const SampleSpec spec = SampleSpec::of<Net>();
-    if (options.epochs == 0) {
-      check_dataset(train, spec, "training set");
-      if (test) check_dataset(*test, spec, "test set");
-      return {};
+  explicit Trainer(std::uint64_t seed = 1) : net_(seed) {
+    CTNN_CUDA_CHECK(cudaMalloc(&mem_, trainer_bytes));
+    try {
+      CTNN_CUDA_CHECK(cudaMemsetAsync(mem_, 0, trainer_bytes, net_.stream()));
+      net_.synchronize();
+    } catch (...) {
+      cudaFree(mem_);
+      throw;
     }
-    const cudaStream_t stream = net_.stream();
-    DeviceDataset data(train, spec, "training set", stream);
-    std::unique_ptr<DeviceDataset> test_data;
-    if (test) test_data = std::make_unique<DeviceDataset>(*test, spec, "test set", stream);
-    mean_ = options.mean;
-    std_ = options.std;
-
-    const std::size_t n = data.count();
-    const int full = options.batch;
-    const int tail = int(n % std::size_t(full));
-    // Declared after the data sets: destroyed before them, as their nodes point into them.
-    StepGraph full_step, tail_step;
-    const FinishOnExit finish{stream};  // however fit ends, no queued step outlives its graph
-    if (n >= std::size_t(full)) capture_step(full_step, data, full, options);
-    if (tail > 0) capture_step(tail_step, data, tail, options);
-
-    std::vector<EpochStats> history;
-    for (int epoch = 1; epoch <= options.epochs; ++epoch) {
-      const auto start = std::chrono::steady_clock::now();
-      // Read by the captured SGD update.
-      net_.set_hyper(options.learning_rate_at(epoch), options.momentum, options.weight_decay);
-      kernels::shuffle_indices(stream, data.order(), n, options.seed, std::uint64_t(epoch), data.shuffle_buffers());
-      for (std::size_t done = 0; done < n;) {
-        const int batch = int(std::min<std::size_t>(std::size_t(full), n - done));
-        launch_step(batch == full ? full_step : tail_step, data, done, batch);
-        done += std::size_t(batch);
-        if (options.on_batch) options.on_batch(done, n);
-      }
-      const DeviceDataset::Totals totals = data.totals();  // waits for the epoch
-      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      EpochStats stats;
-      stats.epoch = epoch;
-      stats.loss = totals.loss / double(n);
-      stats.train_accuracy = double(totals.correct) / double(n);
-      stats.seconds = elapsed.count();
-      stats.images_per_second = stats.seconds > 0 ? double(n) / stats.seconds : 0.0;
-      if (test_data) stats.test_accuracy = evaluate(*test_data).accuracy;
-      history.push_back(stats);
-      if (options.on_epoch) options.on_epoch(stats);
-    }
-    return history;
   }
+  ~Trainer() {
+    net_.synchronize();
+    cudaFree(mem_);
+  }
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
-  // Mean cross-entropy and accuracy over a data set, normalised as in the last fit (MNIST's mean
-  // and std before any fit). Forward only, in chunks of MaxBatch; loss and correctness are computed
-  // per sample on the GPU and summed once at the end.
-  Evaluation evaluate(const io::Dataset& data) {
+  // Mean loss and accuracy over a data set, in evaluation mode, normalised with mean() and stddev().
+  // Uploads the data set for the call.
+  Evaluation evaluate(const Dataset& data) {
     DeviceDataset device(data, SampleSpec::of<Net>(), "evaluation set", net_.stream());
-    return evaluate(device);
+    return evaluate_on(device);
   }
 
-  // Class probabilities, count × classes, for `count` already normalised images (input_shape each,
-  // batch-major), in chunks of MaxBatch.
+  // The network's outputs (probabilities after a Softmax), count × outputs, in evaluation mode, for
+  // `count` already normalised images (input_shape each, batch-major), in chunks of MaxBatch.
   std::vector<float> predict(const float* normalised_images, int count) {
     if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
     if (count > 0 && !normalised_images) throw std::invalid_argument("ctnn: predict got a null image pointer");
-    std::vector<float> out(std::size_t(count) * classes);
+    std::vector<float> out(std::size_t(count) * outputs);
     for (int done = 0; done < count;) {
       const int batch = std::min(MaxBatch, count - done);
       net_.upload_input(normalised_images + std::size_t(done) * input_size, batch);
       net_.forward(batch);
       const std::vector<float> p = net_.download_activation(Net::layer_count, batch);
-      std::copy(p.begin(), p.end(), out.begin() + std::ptrdiff_t(done) * classes);
+      std::copy(p.begin(), p.end(), out.begin() + std::ptrdiff_t(done) * outputs);
       done += batch;
     }
     return out;
   }
-
-  // Parameters in BufferPlan layout: BufferPlan<Net>::param_floats floats, each tensor at its offset.
-  // Copied from the GPU on each call.
-  const std::vector<float>& parameters() const {
-    params_host_ = net_.parameters();
-    return params_host_;
+  // The same for raw uint8 pixels, normalised with mean() and stddev().
+  std::vector<float> predict(const std::uint8_t* pixels, int count) {
+    if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
+    std::vector<float> x(std::size_t(count) * input_size);
+    if (count > 0) normalize_pixels(pixels, x.size(), this->mean(), this->stddev(), x.data());
+    return predict(x.data(), count);
   }
-  // Replaces the parameters (same layout and size) and restarts the momentum from zero.
-  void set_parameters(const std::vector<float>& params) {
-    net_.set_parameters(params);
-    net_.zero_momentum();
+
+  // Parameters in BufferPlan layout: BufferPlan<Net>::param_floats floats. Copied from the GPU.
+  std::vector<float> parameters() const { return net_.parameters(); }
+  // Replaces the parameters (same layout and size). The optimizer state is kept (load_checkpoint
+  // restores it; reset_optimizer() clears it).
+  void set_parameters(const std::vector<float>& params) { net_.set_parameters(params); }
+  std::vector<float> layer_state() const { return net_.state_values(); }
+  void set_layer_state(const std::vector<float>& s) { net_.set_state(s); }
+  std::vector<float> optimizer_state() const {
+    std::vector<float> h(opt_state_floats);
+    CTNN_CUDA_CHECK(cudaMemcpyAsync(h.data(), opt_state(), h.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                    net_.stream()));
+    net_.synchronize();
+    return h;
+  }
+  void set_optimizer_state(const std::vector<float>& s) {
+    detail::check_size("set_optimizer_state", s.size(), opt_state_floats, "state_slots x param_floats");
+    CTNN_CUDA_CHECK(cudaMemcpyAsync(opt_state(), s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                    net_.stream()));
+    net_.synchronize();
+  }
+  void reset_optimizer() {
+    CTNN_CUDA_CHECK(cudaMemsetAsync(opt_state(), 0, opt_state_floats * sizeof(float), net_.stream()));
+    net_.synchronize();
   }
 
   network_type& network() { return net_; }
 
  private:
-  using plan = BufferPlan<Net>;
+  template <class T>
+  T* at(std::size_t offset) const { return reinterpret_cast<T*>(mem_ + offset); }
+  float* opt_state() const { return at<float>(opt_state_at); }
+  std::int32_t* labels() { return at<std::int32_t>(labels_at); }
+  float* targets() { return at<float>(targets_at); }
+  float* loss_buf() { return at<float>(loss_at); }
+  std::int32_t* correct() { return at<std::int32_t>(correct_at); }
+  std::uint32_t* indices() { return at<std::uint32_t>(indices_at); }
+  Record* record() { return at<Record>(record_at); }
 
-  // The captured step and its three memcpy nodes (see the top of this file).
+  // The captured step and its four memcpy nodes (see the top of this file).
   struct StepGraph {
-    detail::CudaGraph graph;
-    cudaGraphNode_t indices = nullptr, loss = nullptr, correct = nullptr;
+    CudaGraph graph;
+    cudaGraphNode_t indices = nullptr, record = nullptr, loss = nullptr, correct = nullptr;
   };
 
-  // Waits for the stream when it goes out of scope.
-  struct FinishOnExit {
-    cudaStream_t stream;
-    ~FinishOnExit() { cudaStreamSynchronize(stream); }
-  };
+  // The loop's backend hooks (train/loop.hpp).
+  void prepare(const Dataset& train, const Dataset* test, const TrainOptions& o) {
+    const SampleSpec spec = SampleSpec::of<Net>();
+    const std::size_t n = train.count;
+    const std::size_t steps = (n + std::size_t(o.batch) - 1) / std::size_t(o.batch);
+    data_ = std::make_unique<DeviceDataset>(train, spec, "training set", net_.stream(), steps * sizeof(Record));
+    if (test) test_ = std::make_unique<DeviceDataset>(*test, spec, "test set", net_.stream());
+    net_.set_random(&record()->step, o.seed);
+    batch_ = o.batch;
+    const int tail = int(n % std::size_t(batch_));
+    if (n >= std::size_t(batch_)) capture_step(full_step_, batch_);
+    if (tail > 0) capture_step(tail_step_, tail);
+  }
+  void end_fit() {
+    net_.synchronize();  // no queued step outlives its graph or data set
+    full_step_.graph.reset();
+    tail_step_.graph.reset();
+    data_.reset();
+    test_.reset();
+  }
 
+  void start_epoch(const std::vector<std::uint32_t>& order, const std::vector<Record>& steps, const TrainOptions& o) {
+    data_->upload_order(order);
+    CTNN_CUDA_CHECK(cudaMemcpyAsync(data_->extra(), steps.data(), steps.size() * sizeof(Record),
+                                    cudaMemcpyHostToDevice, net_.stream()));
+    const std::size_t n = data_->count();
+    auto* table = reinterpret_cast<Record*>(data_->extra());
+    std::size_t done = 0;
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const int batch = int(std::min<std::size_t>(std::size_t(batch_), n - done));
+      launch_step(batch == batch_ ? full_step_ : tail_step_, done, batch, table + k);
+      done += std::size_t(batch);
+      if (o.on_batch) o.on_batch(done, n);
+    }
+  }
+  EpochTotals finish_epoch() {
+    const DeviceDataset::Totals t = data_->totals();  // waits for the epoch
+    return {t.loss, t.correct};
+  }
+  Evaluation evaluate_test() { return evaluate_on(*test_); }
 
   // Enqueues one training step on `batch` samples: those whose indices are order[offset, offset +
-  // batch). With `nodes`, the stream is being captured and the three offset-dependent copies' nodes
-  // are stored there. Without `update`, the step stops before SGD (the warm-up before capture).
-  void enqueue_step(DeviceDataset& data, std::size_t offset, int batch, const TrainOptions& o, StepGraph* nodes,
-                    bool update) {
+  // batch). With `nodes`, the stream is being captured and the offset-dependent copies' nodes are
+  // stored there. Without `update`, the step stops before the optimizer (the warm-up before capture).
+  void enqueue_step(std::size_t offset, int batch, const Record* rec, StepGraph* nodes, bool update) {
     const cudaStream_t s = net_.stream();
     const std::size_t b = std::size_t(batch);
     auto copy = [&](void* dst, const void* src, std::size_t bytes, cudaGraphNode_t StepGraph::*node) {
       CTNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-      if (nodes) nodes->*node = detail::last_captured_node(s);
+      if (nodes) nodes->*node = last_captured_node(s);
     };
-    copy(net_.indices(), data.order() + offset, b * sizeof(std::uint32_t), &StepGraph::indices);
-    kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), data.count(), net_.indices(), 0,
-                                               batch, o.mean, o.std, net_.input(), net_.labels());
-    net_.forward_logits(batch);
-    kernels::softmax_cross_entropy<classes>(s, net_.logits(), net_.labels(), net_.output(), net_.logits_grad(),
-                                            net_.loss(), net_.correct(), batch);
-    net_.backward(batch);
+    DeviceDataset& data = *data_;
+    copy(indices(), data.order() + offset, b * sizeof(std::uint32_t), &StepGraph::indices);
+    copy(record(), rec, sizeof(Record), &StepGraph::record);
+    kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), data.count(), indices(), 0, batch,
+                                               this->mean(), this->stddev(), net_.input(), labels(), data.targets(),
+                                               data.target_width(), targets());
+    net_.forward(batch, grad_layer, Mode::train);
+    run_loss(batch, data.target_width() > 0, loss_buf(), correct());
+    net_.backward(batch, grad_layer);
     if (update)
-      kernels::sgd_momentum(s, net_.params(), net_.momentum(), net_.grads(), plan::param_floats, o.learning_rate,
-                            o.momentum, net_.hyper());
-    copy(data.loss() + offset, net_.loss(), b * sizeof(float), &StepGraph::loss);
-    copy(data.correct() + offset, net_.correct(), b * sizeof(std::int32_t), &StepGraph::correct);
+      kernels::optimizer_step<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats,
+                                   record()->hyper);
+    copy(data.loss() + offset, loss_buf(), b * sizeof(float), &StepGraph::loss);
+    copy(data.correct() + offset, correct(), b * sizeof(std::int32_t), &StepGraph::correct);
   }
 
-  void capture_step(StepGraph& step, DeviceDataset& data, int batch, const TrainOptions& o) {
-    // Warm-up outside the capture: every kernel and cuBLAS call of the step runs once eagerly (so
-    // any lazy initialisation happens here, and a bad launch fails with a plain error), without
-    // the SGD update, so the parameters are untouched. It writes only scratch: activations,
-    // gradients and position 0.. of the per-sample arrays, all rewritten before they are read.
-    enqueue_step(data, 0, batch, o, nullptr, false);
+  void run_loss(int batch, bool with_targets, float* loss, std::int32_t* correct_flags) {
+    kernels::loss_forward_backward<Loss, width>(
+        net_.stream(), this->loss, net_.activation(grad_layer + 1), labels(), with_targets ? targets() : nullptr,
+        batch, net_.activation_grad(grad_layer + 1), loss, correct_flags,
+        loss_writes_probs ? net_.output() : nullptr);
+  }
+
+  void capture_step(StepGraph& step, int batch) {
+    // Warm-up outside the capture: every kernel and cuBLAS call of the step runs once eagerly (so any
+    // lazy initialisation happens here, and a bad launch fails with a plain error), without the
+    // optimizer, so the parameters are untouched; the layer state a training forward updates is put
+    // back. It writes only scratch: activations, gradients and the step's buffers.
+    const std::vector<float> state = net_.state_values();
+    auto* first = reinterpret_cast<const Record*>(data_->extra());
+    enqueue_step(0, batch, first, nullptr, false);
     net_.synchronize();
-    step.graph.capture(net_.stream(), [&] { enqueue_step(data, 0, batch, o, &step, true); });
-    const std::array<cudaGraphNode_t, 3> copies{step.indices, step.loss, step.correct};
+    net_.set_state(state);
+    step.graph.capture(net_.stream(), [&] { enqueue_step(0, batch, first, &step, true); });
+    const std::array<cudaGraphNode_t, 4> copies{step.indices, step.record, step.loss, step.correct};
     for (cudaGraphNode_t node : copies) {
       cudaGraphNodeType type{};
       CTNN_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
@@ -288,24 +273,26 @@ class Trainer<Net, cuda, MaxBatch> {
     }
   }
 
-  void launch_step(StepGraph& step, DeviceDataset& data, std::size_t offset, int batch) {
+  void launch_step(StepGraph& step, std::size_t offset, int batch, const Record* rec) {
     const std::size_t b = std::size_t(batch);
-    step.graph.set_copy(step.indices, net_.indices(), data.order() + offset, b * sizeof(std::uint32_t));
-    step.graph.set_copy(step.loss, data.loss() + offset, net_.loss(), b * sizeof(float));
-    step.graph.set_copy(step.correct, data.correct() + offset, net_.correct(), b * sizeof(std::int32_t));
+    DeviceDataset& data = *data_;
+    step.graph.set_copy(step.indices, indices(), data.order() + offset, b * sizeof(std::uint32_t));
+    step.graph.set_copy(step.record, record(), rec, sizeof(Record));
+    step.graph.set_copy(step.loss, data.loss() + offset, loss_buf(), b * sizeof(float));
+    step.graph.set_copy(step.correct, data.correct() + offset, correct(), b * sizeof(std::int32_t));
     step.graph.launch(net_.stream());
   }
 
-  Evaluation evaluate(DeviceDataset& data) {
+  Evaluation evaluate_on(DeviceDataset& data) {
     const cudaStream_t s = net_.stream();
     const std::size_t n = data.count();
     for (std::size_t done = 0; done < n;) {
       const int batch = int(std::min<std::size_t>(MaxBatch, n - done));
-      kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), n, nullptr, done, batch, mean_,
-                                                 std_, net_.input(), net_.labels());
-      net_.forward_logits(batch);
-      kernels::softmax_cross_entropy<classes>(s, net_.logits(), net_.labels(), net_.output(), net_.logits_grad(),
-                                              data.loss() + done, data.correct() + done, batch);
+      kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), n, nullptr, done, batch,
+                                                 this->mean(), this->stddev(), net_.input(), labels(),
+                                                 data.targets(), data.target_width(), targets());
+      net_.forward(batch, grad_layer, Mode::eval);
+      run_loss(batch, data.target_width() > 0, data.loss() + done, data.correct() + done);
       done += std::size_t(batch);
     }
     const DeviceDataset::Totals totals = data.totals();
@@ -317,8 +304,10 @@ class Trainer<Net, cuda, MaxBatch> {
   }
 
   network_type net_;
-  mutable std::vector<float> params_host_;
-  float mean_ = TrainOptions{}.mean, std_ = TrainOptions{}.std;
+  std::byte* mem_ = nullptr;
+  std::unique_ptr<DeviceDataset> data_, test_;
+  StepGraph full_step_, tail_step_;
+  int batch_ = 0;
 };
 
 }  // namespace ctnn

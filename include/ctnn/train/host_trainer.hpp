@@ -1,214 +1,192 @@
 #pragma once
-// Trainer<Net, host, MaxBatch>: the training API of train/trainer.hpp on the CPU, over a
-// HostNetwork<Net, float>. It is the reference the CUDA trainer is compared with: same shuffling,
-// same normalisation, same loss and the same SGD-with-momentum formula.
+// Trainer<Net, host, MaxBatch, Optimizer, Loss>: the training API of train/trainer.hpp on the CPU,
+// over a HostNetwork<Net, float>, driven by the shared loop (train/loop.hpp). It is the reference the
+// CUDA trainer is compared with: the same shuffle, normalisation, loss and optimizer arithmetic.
 //
 //   ctnn::Trainer<Net, ctnn::host, 64> trainer(seed);
 //   auto history = trainer.fit(train_set, options, &test_set);  // one EpochStats per epoch
 //
-// Each step: normalise a batch of images, forward, softmax cross-entropy on the logits (the fused
-// gradient ŷ − y), backward from below the Softmax, one SGD step.
+// Each step: normalise a batch of images, forward in training mode, the loss on grad_layer's output
+// (for softmax cross-entropy the logits: the fused gradient ŷ − y), backward from there, one
+// optimizer step.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "../core/random.hpp"
-#include "../layers/softmax.hpp"
+#include "../core/normalize.hpp"
 #include "../network/host_network.hpp"
-#include "loss.hpp"
-#include "normalize.hpp"
-#include "sgd.hpp"
+#include "checkpoint.hpp"
+#include "loop.hpp"
 #include "trainer.hpp"
 
 namespace ctnn {
 
-// The order in which epoch `epoch` visits `count` samples: a Fisher–Yates shuffle of 0..count-1 with
-// a Random seeded from (seed, epoch). It depends on nothing else, so a run is reproducible and every
-// backend can visit the samples in the same order.
-inline std::vector<std::size_t> epoch_order(std::size_t count, std::uint64_t seed, int epoch) {
-  std::vector<std::size_t> order(count);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  Random rng(Random(seed).next_u64() + std::uint64_t(epoch));
-  for (std::size_t i = count; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-  return order;
-}
-
-template <class Net, int MaxBatch>
+template <class Net, int MaxBatch, class Opt, class Loss>
   requires is_network_v<Net>
-class Trainer<Net, host, MaxBatch> {
+class Trainer<Net, host, MaxBatch, Opt, Loss>
+    : public detail::TrainingLoop<Trainer<Net, host, MaxBatch, Opt, Loss>, Net, MaxBatch, detail::optimizer_or_sgd<Opt>, Loss>,
+      public detail::Checkpointing<Trainer<Net, host, MaxBatch, Opt, Loss>, Net, detail::optimizer_or_sgd<Opt>, Loss> {
   // trainer_rules reports a broken rule itself; "|| true" keeps this line from adding a second error.
-  static_assert(detail::trainer_rules<Net, MaxBatch>() || true);
+  static_assert(detail::trainer_rules<Net, MaxBatch, Opt, Loss>() || true);
+  using O = detail::optimizer_or_sgd<Opt>;  // Sgd stands in after a misuse, so that one message is all
+  using Loop = detail::TrainingLoop<Trainer, Net, MaxBatch, O, Loss>;
+  friend Loop;
+  friend detail::Checkpointing<Trainer, Net, O, Loss>;
+  using plan = BufferPlan<Net>;
 
  public:
-  using net_type = Net;
-  using input_shape = typename Net::input_shape;
-  static constexpr int max_batch = MaxBatch;
-  static constexpr std::size_t input_size = input_shape::size;
-  static constexpr int classes = int(Net::output_shape::size);
+  using Loop::grad_layer;
+  using Loop::input_size;
+  using Loop::outputs;
+  using typename Loop::Record;
+  static constexpr std::size_t width = plan::act_size[grad_layer + 1];  // the loss's input per sample
 
+  // Parameters and state from init_parameters<Net>(seed).
   explicit Trainer(std::uint64_t seed = 1)
       : net_(MaxBatch, seed),
-        sgd_(plan::param_floats),
+        opt_state_(O::state_slots * plan::param_floats, 0.f),
         input_(std::size_t(MaxBatch) * input_size),
         labels_(std::size_t(MaxBatch)),
-        dlogits_(std::size_t(MaxBatch) * classes) {}
+        targets_(std::size_t(MaxBatch) * width),
+        grad_(std::size_t(MaxBatch) * width),
+        sample_loss_(std::size_t(MaxBatch)),
+        sample_correct_(std::size_t(MaxBatch)) {}
 
-  // Trains for options.epochs epochs; returns the statistics of each (also passed to on_epoch).
-  // on_batch(done, total) is called after every step with the images of this epoch trained so far
-  // and the epoch's total. Momentum carries over from one fit to the next.
-  std::vector<EpochStats> fit(const io::Dataset& train, const TrainOptions& options,
-                              const io::Dataset* test = nullptr) {
-    detail::check_train_options(options, MaxBatch);
-    check_dataset(train, "training set");
-    if (test) check_dataset(*test, "test set");
-    mean_ = options.mean;
-    std_ = options.std;
-    constexpr std::size_t L = Net::layer_count;
-    std::vector<EpochStats> history;
-    for (int epoch = 1; epoch <= options.epochs; ++epoch) {
-      const auto start = std::chrono::steady_clock::now();
-      const std::vector<std::size_t> order = epoch_order(train.count, options.seed, epoch);
-      const float learning_rate = options.learning_rate_at(epoch);
-      double loss_sum = 0;
-      std::size_t correct = 0;
-      for (std::size_t done = 0; done < train.count;) {
-        const int batch = int(std::min<std::size_t>(std::size_t(options.batch), train.count - done));
-        load_batch(train, order.data() + done, batch);
-        net_.forward(input_.data(), batch);
-        const CrossEntropy ce = softmax_cross_entropy<classes>(net_.activation(L - 1, batch),
-                                                               labels_.data(), batch, dlogits_.data());
-        net_.backward(dlogits_.data(), batch, L - 2);  // below the Softmax: dlogits is ŷ − y
-        sgd_.step(net_.params(), net_.grads(), learning_rate, options.momentum, options.weight_decay);
-        loss_sum += ce.loss * batch;
-        correct += ce.correct;
-        done += std::size_t(batch);
-        if (options.on_batch) options.on_batch(done, train.count);
-      }
-      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      EpochStats stats;
-      stats.epoch = epoch;
-      stats.loss = loss_sum / double(train.count);
-      stats.train_accuracy = double(correct) / double(train.count);
-      stats.seconds = elapsed.count();
-      stats.images_per_second = stats.seconds > 0 ? double(train.count) / stats.seconds : 0.0;
-      if (test) stats.test_accuracy = evaluate(*test).accuracy;
-      history.push_back(stats);
-      if (options.on_epoch) options.on_epoch(stats);
-    }
-    return history;
+  // Mean loss and accuracy over a data set, in evaluation mode, normalised with mean() and stddev().
+  Evaluation evaluate(const Dataset& data) {
+    check_dataset(data, SampleSpec::of<Net>(), "evaluation set");
+    return evaluate_set(data);
   }
 
-  // Mean cross-entropy and accuracy over a data set, normalised as in the last fit (MNIST's mean
-  // and std before any fit).
-  Evaluation evaluate(const io::Dataset& data) {
-    check_dataset(data, "evaluation set");
-    constexpr std::size_t L = Net::layer_count;
-    std::vector<std::size_t> order(data.count);
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    double loss_sum = 0;
-    std::size_t correct = 0;
-    for (std::size_t done = 0; done < data.count;) {
-      const int batch = int(std::min<std::size_t>(MaxBatch, data.count - done));
-      load_batch(data, order.data() + done, batch);
-      net_.forward(input_.data(), batch);
-      const CrossEntropy ce =
-          softmax_cross_entropy<classes>(net_.activation(L - 1, batch), labels_.data(), batch);
-      loss_sum += ce.loss * batch;
-      correct += ce.correct;
-      done += std::size_t(batch);
-    }
-    Evaluation e;
-    e.count = data.count;
-    e.loss = loss_sum / double(data.count);
-    e.accuracy = double(correct) / double(data.count);
-    return e;
-  }
-
-  // Class probabilities, count × classes, for `count` already normalised images (input_shape each,
-  // batch-major).
+  // The network's outputs (probabilities after a Softmax), count × outputs, in evaluation mode, for
+  // `count` already normalised images (input_shape each, batch-major).
   std::vector<float> predict(const float* normalised_images, int count) {
     if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
     if (count > 0 && !normalised_images) throw std::invalid_argument("ctnn: predict got a null image pointer");
-    std::vector<float> out(std::size_t(count) * classes);
+    std::vector<float> out(std::size_t(count) * outputs);
     for (int done = 0; done < count;) {
       const int batch = std::min(MaxBatch, count - done);
       const float* p = net_.forward(normalised_images + std::size_t(done) * input_size, batch);
-      std::copy(p, p + std::size_t(batch) * classes, out.begin() + std::ptrdiff_t(done) * classes);
+      std::copy(p, p + std::size_t(batch) * outputs, out.begin() + std::ptrdiff_t(done) * outputs);
       done += batch;
     }
     return out;
   }
+  // The same for raw uint8 pixels, normalised here with mean() and stddev().
+  std::vector<float> predict(const std::uint8_t* pixels, int count) {
+    if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
+    std::vector<float> x(std::size_t(count) * input_size);
+    if (count > 0) normalize_pixels(pixels, x.size(), this->mean(), this->stddev(), x.data());
+    return predict(x.data(), count);
+  }
 
   // Parameters in BufferPlan layout: BufferPlan<Net>::param_floats floats, each tensor at its offset.
   const std::vector<float>& parameters() const { return net_.params(); }
-  // Replaces the parameters (same layout and size) and restarts the momentum from zero.
+  // Replaces the parameters (same layout and size). The optimizer state is kept (load_checkpoint
+  // restores it; reset_optimizer() clears it).
   void set_parameters(const std::vector<float>& params) {
-    if (params.size() != plan::param_floats)
-      throw std::invalid_argument("ctnn: set_parameters expected " + std::to_string(plan::param_floats) +
-                                  " floats (the BufferPlan layout of this network), got " +
-                                  std::to_string(params.size()));
+    detail::check_size("set_parameters", params.size(), plan::param_floats, "BufferPlan::param_floats");
     net_.params() = params;
-    sgd_.reset();
   }
+  // The layers' non-trainable state (BufferPlan::state_floats floats).
+  const std::vector<float>& layer_state() const { return net_.state(); }
+  void set_layer_state(const std::vector<float>& state) {
+    detail::check_size("set_layer_state", state.size(), plan::state_floats, "BufferPlan::state_floats");
+    net_.state() = state;
+  }
+  // The optimizer's state: O::state_slots arrays of param_floats floats.
+  const std::vector<float>& optimizer_state() const { return opt_state_; }
+  void set_optimizer_state(const std::vector<float>& s) {
+    detail::check_size("set_optimizer_state", s.size(), opt_state_.size(), "state_slots x param_floats");
+    opt_state_ = s;
+  }
+  void reset_optimizer() { std::fill(opt_state_.begin(), opt_state_.end(), 0.f); }
 
   HostNetwork<Net, float>& network() { return net_; }
 
  private:
-  using plan = BufferPlan<Net>;
+  // The loop's backend hooks (train/loop.hpp).
+  void prepare(const Dataset& train, const Dataset* test, const TrainOptions&) {
+    train_ = &train;
+    test_ = test;
+  }
+  void end_fit() { train_ = test_ = nullptr; }
 
-  static std::string shape_text(std::size_t rows, std::size_t cols) {
-    return std::to_string(rows) + "x" + std::to_string(cols);
+  void start_epoch(const std::vector<std::uint32_t>& order, const std::vector<Record>& steps, const TrainOptions& o) {
+    totals_ = {};
+    const std::size_t n = train_->count;
+    std::size_t done = 0;
+    for (const Record& r : steps) {
+      const int batch = int(std::min<std::size_t>(std::size_t(o.batch), n - done));
+      load_batch(*train_, order.data() + done, batch);
+      net_.forward(input_.data(), batch, Mode::train, StepRandom{o.seed, r.step});
+      run_loss(batch, grad_.data());
+      net_.backward(grad_.data(), batch, grad_layer);
+      optimizer_step<O>(net_.params().data(), net_.grads().data(), opt_state_.data(), plan::param_floats, r.hyper);
+      add_totals(batch);
+      done += std::size_t(batch);
+      if (o.on_batch) o.on_batch(done, n);
+    }
+  }
+  EpochTotals finish_epoch() { return totals_; }
+  Evaluation evaluate_test() { return evaluate_set(*test_); }
+
+  Evaluation evaluate_set(const Dataset& data) {
+    std::vector<std::uint32_t> order(data.count);
+    for (std::size_t i = 0; i < data.count; ++i) order[i] = std::uint32_t(i);
+    totals_ = {};
+    for (std::size_t done = 0; done < data.count;) {
+      const int batch = int(std::min<std::size_t>(MaxBatch, data.count - done));
+      load_batch(data, order.data() + done, batch);
+      net_.forward(input_.data(), batch, Mode::eval);
+      run_loss(batch, nullptr);
+      add_totals(batch);
+      done += std::size_t(batch);
+    }
+    Evaluation e;
+    e.count = data.count;
+    e.loss = totals_.loss / double(data.count);
+    e.accuracy = double(totals_.correct) / double(data.count);
+    return e;
   }
 
-
-  // Images of rows x cols pixels with C channels each, C·rows·cols == input_size (rows x cols must be
-  // the input's H x W when the input is C x H x W); labels below the output size.
-  static void check_dataset(const io::Dataset& d, const std::string& what) {
-    if (d.count == 0) throw std::invalid_argument("ctnn: the " + what + " is empty");
-    const std::size_t plane = d.rows * d.cols;
-    bool fits = plane > 0 && input_size % plane == 0;
-    if constexpr (input_shape::rank == 3)
-      fits = fits && d.rows == std::size_t(input_shape::dims[1]) && d.cols == std::size_t(input_shape::dims[2]);
-    if (!fits)
-      throw std::invalid_argument("ctnn: the " + what + " has images of " + shape_text(d.rows, d.cols) +
-                                  " pixels, but the network expects " + input_shape::str() + " = " +
-                                  std::to_string(input_size) + " values per image");
-    if (d.pixels.size() != d.count * input_size)
-      throw std::invalid_argument("ctnn: the " + what + " holds " + std::to_string(d.pixels.size()) +
-                                  " pixel values, expected " + std::to_string(d.count) + " images x " +
-                                  std::to_string(input_size) + " = " + std::to_string(d.count * input_size));
-    if (d.labels.size() != d.count)
-      throw std::invalid_argument("ctnn: the " + what + " holds " + std::to_string(d.labels.size()) +
-                                  " labels, expected " + std::to_string(d.count) + " (one per image)");
-    for (std::size_t i = 0; i < d.count; ++i)
-      if (d.labels[i] >= classes)
-        throw std::invalid_argument("ctnn: label " + std::to_string(d.labels[i]) + " of image " +
-                                    std::to_string(i) + " in the " + what + " is outside 0.." +
-                                    std::to_string(classes - 1) + " (the network has " +
-                                    std::to_string(classes) + " outputs)");
+  void run_loss(int batch, float* grad) {
+    Loss::host(this->loss, net_.activation(grad_layer + 1, batch), has_labels_ ? labels_.data() : nullptr,
+               has_targets_ ? targets_.data() : nullptr, batch, int(width), grad, sample_loss_.data(),
+               sample_correct_.data(), nullptr);
+  }
+  // Per-sample sums in sample order, in double, as the CUDA trainer does.
+  void add_totals(int batch) {
+    for (int i = 0; i < batch; ++i) totals_.loss += double(sample_loss_[std::size_t(i)]);
+    for (int i = 0; i < batch; ++i) totals_.correct += sample_correct_[std::size_t(i)] ? 1 : 0;
   }
 
-  // Normalises images indices[0..batch) into input_ and copies their labels into labels_.
-  void load_batch(const io::Dataset& d, const std::size_t* indices, int batch) {
+  void load_batch(const Dataset& d, const std::uint32_t* indices, int batch) {
+    has_labels_ = !d.labels.empty();
+    has_targets_ = !d.targets.empty();
     for (int n = 0; n < batch; ++n) {
-      normalize_pixels(d.pixels.data() + indices[n] * input_size, input_size, mean_, std_,
+      const std::size_t id = indices[n];
+      normalize_pixels(d.pixels.data() + id * input_size, input_size, this->mean(), this->stddev(),
                        input_.data() + std::size_t(n) * input_size);
-      labels_[std::size_t(n)] = d.labels[indices[n]];
+      if (has_labels_) labels_[std::size_t(n)] = d.labels[id];
+      if (has_targets_)
+        std::copy(d.targets.begin() + std::ptrdiff_t(id * width), d.targets.begin() + std::ptrdiff_t((id + 1) * width),
+                  targets_.begin() + std::ptrdiff_t(std::size_t(n) * width));
     }
   }
 
   HostNetwork<Net, float> net_;
-  SgdMomentum<float> sgd_;
+  std::vector<float> opt_state_;
   std::vector<float> input_;
-  std::vector<std::uint8_t> labels_;
-  std::vector<float> dlogits_;
-  float mean_ = TrainOptions{}.mean, std_ = TrainOptions{}.std;
+  std::vector<std::int32_t> labels_;
+  std::vector<float> targets_, grad_, sample_loss_;
+  std::vector<std::int32_t> sample_correct_;
+  bool has_labels_ = true, has_targets_ = false;
+  const Dataset* train_ = nullptr;
+  const Dataset* test_ = nullptr;
+  EpochTotals totals_;
 };
 
 }  // namespace ctnn
