@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
       ctnn_test::png(6, 2, 3, 4, Bytes{0x01, 0x23, 0x45, 0x67, 0x89, 0xab}, gradient(48), Bytes{0, 128, 255}));
   put("png", "ga16.png", ctnn_test::png(2, 2, 4, 16, gradient(16)));
   put("png", "rgba8.png", ctnn_test::png(3, 3, 6, 8, gradient(36), {}, {}, 7));
+  std::vector<std::uint32_t> rgb16(7 * 5 * 3);
+  for (std::size_t k = 0; k < rgb16.size(); ++k) rgb16[k] = std::uint32_t(k * 2039 % 65536);
+  put("png", "rgb16_adam7.png", ctnn_test::png_from_samples(7, 5, 2, 16, rgb16, true));
+  put("png", "gray2_adam7.png", ctnn_test::png_from_samples(10, 9, 0, 2, std::vector<std::uint32_t>(90, 2), true));
   // BMP.
   put("bmp", "rgb24.bmp", ctnn_test::bmp(5, 3, 24, false, gradient(45)));
   put("bmp", "rgb24_topdown.bmp", ctnn_test::bmp(5, 3, 24, true, gradient(45)));

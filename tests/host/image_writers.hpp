@@ -82,22 +82,29 @@ inline Bytes png_from_samples(std::uint32_t w, std::uint32_t h, int color, int d
     std::uint32_t x0, y0, dx, dy;
   };
   std::vector<Pass> passes = {{0, 0, 1, 1}};
-  if (adam7) passes = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+  if (adam7)
+    passes = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
   Bytes filtered;
   for (const auto& p : passes) {
-    const std::uint32_t pw = w > p.x0 ? (w - p.x0 + p.dx - 1) / p.dx : 0, ph = h > p.y0 ? (h - p.y0 + p.dy - 1) / p.dy : 0;
+    const std::uint32_t pw = w > p.x0 ? (w - p.x0 + p.dx - 1) / p.dx : 0,
+                        ph = h > p.y0 ? (h - p.y0 + p.dy - 1) / p.dy : 0;
     if (!pw || !ph) continue;
     const std::size_t rb = (std::size_t(pw) * std::size_t(channels * depth) + 7) / 8;
     Bytes rows(rb * ph, 0);
     for (std::uint32_t y = 0; y < ph; ++y)
       for (std::uint32_t x = 0; x < pw; ++x)
         for (int c = 0; c < channels; ++c) {
-          const std::uint32_t v = samples[(std::size_t(p.y0 + y * p.dy) * w + p.x0 + x * p.dx) * std::size_t(channels) + std::size_t(c)];
+          const std::uint32_t v =
+              samples[(std::size_t(p.y0 + y * p.dy) * w + p.x0 + x * p.dx) * std::size_t(channels) +
+                      std::size_t(c)];
           const std::size_t k = std::size_t(x) * std::size_t(channels) + std::size_t(c);
           std::uint8_t* row = &rows[y * rb];
-          if (depth == 16) row[2 * k] = std::uint8_t(v >> 8), row[2 * k + 1] = std::uint8_t(v);
-          else if (depth == 8) row[k] = std::uint8_t(v);
-          else row[k * std::size_t(depth) / 8] |= std::uint8_t(v << (8 - depth - int(k * std::size_t(depth) % 8)));
+          if (depth == 16)
+            row[2 * k] = std::uint8_t(v >> 8), row[2 * k + 1] = std::uint8_t(v);
+          else if (depth == 8)
+            row[k] = std::uint8_t(v);
+          else
+            row[k * std::size_t(depth) / 8] |= std::uint8_t(v << (8 - depth - int(k * std::size_t(depth) % 8)));
         }
     // Filter with type (row % 5), as png() does.
     const std::size_t bpp = std::size_t(channels * depth >= 8 ? channels * depth / 8 : 1);
@@ -108,8 +115,15 @@ inline Bytes png_from_samples(std::uint32_t w, std::uint32_t h, int color, int d
         const int x = rows[y * rb + i];
         const int a = i >= bpp ? rows[y * rb + i - bpp] : 0, b = y ? rows[(y - 1) * rb + i] : 0,
                   c = y && i >= bpp ? rows[(y - 1) * rb + i - bpp] : 0;
-        const int q = a + b - c, pa = q > a ? q - a : a - q, pb = q > b ? q - b : b - q, pc = q > c ? q - c : c - q;
-        const int pred = f == 0 ? 0 : f == 1 ? a : f == 2 ? b : f == 3 ? (a + b) / 2 : (pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
+        const int q = a + b - c, pa = q > a ? q - a : a - q, pb = q > b ? q - b : b - q,
+                  pc = q > c ? q - c : c - q;
+        const int pred = f == 0   ? 0
+                         : f == 1 ? a
+                         : f == 2 ? b
+                         : f == 3 ? (a + b) / 2
+                                  : (pa <= pb && pa <= pc ? a
+                                     : pb <= pc           ? b
+                                                          : c);
         filtered.push_back(std::uint8_t(x - pred));
       }
     }

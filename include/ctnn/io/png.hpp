@@ -3,13 +3,13 @@
 // and CRC checked, IHDR first and valid, PLTE/tRNS checked against the colour type, IDAT consecutive
 // and inflating to exactly the bytes the header implies (not one more or less), IEND last with
 // nothing after it, unknown critical chunks refused. All colour types and bit depths; transparency
-// (alpha, tRNS) composited over white; 16-bit samples rounded to 8. Interlaced (Adam7) PNGs are
-// refused with a message: digit images do not need them.
+// (alpha, tRNS) composited over white; 16-bit samples rounded to 8; interlaced (Adam7) or not.
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,9 +18,24 @@
 
 namespace ctnn::io {
 
+namespace detail::png {
+
+struct Pass {
+  std::uint32_t x0, y0, dx, dy;  // first column and row, steps
+};
+inline constexpr Pass adam7[7] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                  {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+// Columns (or rows) of a pass over `size` pixels.
+inline std::size_t pass_size(std::uint32_t size, std::uint32_t first, std::uint32_t step) {
+  return size > first ? (size - first + step - 1) / step : 0;
+}
+
+}  // namespace detail::png
+
 inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::string& name,
                             const ImageLimits& limits = {}) {
   namespace di = detail::image;
+  using detail::png::Pass, detail::png::adam7, detail::png::pass_size;
   ImageBytes in(bytes, name, "PNG");
   static constexpr std::uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   in.need(0, 8, "the PNG signature");
@@ -29,7 +44,9 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
 
   std::uint32_t width = 0, height = 0;
   int depth = 0, color = 0, channels = 0;
-  std::uint64_t row_bytes = 0, expected = 0;
+  std::uint64_t expected = 0;
+  bool interlaced = false;
+  std::vector<Pass> passes = {Pass{0, 0, 1, 1}};
   std::vector<std::uint8_t> rgb_palette, alpha_palette;  // PLTE (3 per entry), tRNS for palettes
   int key[3] = {-1, -1, -1};                             // tRNS colour key for gray / RGB
   std::vector<std::uint8_t> raw;                         // the inflated, filtered scanlines
@@ -77,11 +94,15 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
         in.fail_at(at + 16,
                    "invalid colour type " + std::to_string(color) + " with bit depth " + std::to_string(depth));
       if (data[10] != 0 || data[11] != 0) in.fail_at(at + 18, "unknown compression or filter method");
-      if (data[12] == 1) in.fail("interlaced (Adam7) PNG is not supported; save the image without interlacing");
-      if (data[12] != 0) in.fail_at(at + 20, "unknown interlace method " + std::to_string(data[12]));
+      if (data[12] > 1) in.fail_at(at + 20, "unknown interlace method " + std::to_string(data[12]));
+      interlaced = data[12] == 1;
+      if (interlaced) passes.assign(std::begin(adam7), std::end(adam7));
       channels = color == 0 || color == 3 ? 1 : color == 4 ? 2 : color == 2 ? 3 : 4;
-      row_bytes = (std::uint64_t(width) * std::uint64_t(channels * depth) + 7) / 8;
-      expected = (row_bytes + 1) * height;  // a filter byte per row; <= 16 Mi pixels × 8 bytes + rows
+      // The inflated size: each pass's rows, a filter byte each; <= 16 Mi pixels × 8 bytes + rows.
+      for (const Pass& pass : passes) {
+        const std::uint64_t pw = pass_size(width, pass.x0, pass.dx), ph = pass_size(height, pass.y0, pass.dy);
+        if (pw && ph) expected += ph * (1 + (pw * std::uint64_t(channels * depth) + 7) / 8);
+      }
     } else if (type == "PLTE") {
       if (idat_seen || !rgb_palette.empty()) in.fail_at(at, "PLTE after IDAT or repeated");
       if (color == 0 || color == 4) in.fail_at(at, "PLTE in a gray image");
@@ -148,80 +169,72 @@ inline GrayImage decode_png(std::span<const std::uint8_t> bytes, const std::stri
     at += 12 + std::uint64_t(length);
   }
 
-  // Undo the filters in place, row by row (PNG spec section 9).
+  // Each pass (one, or Adam7's seven) is a small image of its own: undo its filters row by row (PNG
+  // spec section 9), then convert its samples to gray over white and put them in their places.
+  GrayImage g{int(width), int(height), std::vector<std::uint8_t>(std::size_t(width) * height)};
   const std::size_t bpp = std::size_t(std::max(1, channels * depth / 8));  // bytes per complete pixel
-  const std::size_t rb = std::size_t(row_bytes);
-  for (std::size_t y = 0; y < height; ++y) {
-    std::uint8_t* row = raw.data() + y * (rb + 1);
-    const std::uint8_t* up = y ? row - (rb + 1) + 1 : nullptr;
-    const std::uint8_t filter = row[0];
-    std::uint8_t* p = row + 1;
-    if (filter > 4)
-      in.fail("filter type " + std::to_string(filter) + " of row " + std::to_string(y) +
-              " is not 0-4 (decompressed data)");
-    for (std::size_t i = 0; i < rb; ++i) {
-      const int a = i >= bpp ? p[i - bpp] : 0, b = up ? up[i] : 0, c = up && i >= bpp ? up[i - bpp] : 0;
-      int pred = 0;
-      switch (filter) {
-        case 1:
-          pred = a;
-          break;
-        case 2:
-          pred = b;
-          break;
-        case 3:
-          pred = (a + b) / 2;
-          break;
-        case 4: {
+  const std::uint32_t maxval = (1u << depth) - 1;
+  std::uint8_t* block = raw.data();
+  for (const Pass& pass : passes) {
+    const std::size_t pw = pass_size(width, pass.x0, pass.dx), ph = pass_size(height, pass.y0, pass.dy);
+    if (pw == 0 || ph == 0) continue;
+    const std::size_t rb = (pw * std::size_t(channels * depth) + 7) / 8;
+    for (std::size_t y = 0; y < ph; ++y) {
+      std::uint8_t* row = block + y * (rb + 1);
+      const std::uint8_t* up = y ? row - (rb + 1) + 1 : nullptr;
+      const std::uint8_t filter = row[0];
+      std::uint8_t* p = row + 1;
+      if (filter > 4)
+        in.fail("filter type " + std::to_string(filter) + " of row " + std::to_string(y) +
+                (interlaced ? " of an Adam7 pass" : "") + " is not 0-4 (decompressed data)");
+      for (std::size_t i = 0; i < rb; ++i) {
+        const int a = i >= bpp ? p[i - bpp] : 0, b = up ? up[i] : 0, c = up && i >= bpp ? up[i - bpp] : 0;
+        int pred = 0;
+        if (filter == 1) pred = a;
+        if (filter == 2) pred = b;
+        if (filter == 3) pred = (a + b) / 2;
+        if (filter == 4) {
           const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
           pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-          break;
         }
-        default:
-          break;
+        p[i] = std::uint8_t(p[i] + pred);
       }
-      p[i] = std::uint8_t(p[i] + pred);
-    }
-  }
-
-  // Samples to gray over white.
-  GrayImage g{int(width), int(height), std::vector<std::uint8_t>(std::size_t(width) * height)};
-  const std::uint32_t maxval = (1u << depth) - 1;
-  for (std::size_t y = 0; y < height; ++y) {
-    const std::uint8_t* p = raw.data() + y * (rb + 1) + 1;
-    auto sample = [&](std::size_t k) -> std::uint32_t {  // sample k of the row, at full precision
-      if (depth == 16) return std::uint32_t(p[2 * k] << 8 | p[2 * k + 1]);
-      if (depth == 8) return p[k];
-      const std::size_t bit = k * std::size_t(depth);
-      return (p[bit / 8] >> (8 - depth - int(bit % 8))) & maxval;
-    };
-    for (std::size_t x = 0; x < width; ++x) {
-      const std::size_t s = x * std::size_t(channels);
-      unsigned v = 0, a = 255;
-      if (color == 3) {
-        const std::uint32_t index = sample(s);
-        if (index >= rgb_palette.size() / 3)
-          in.fail("palette index " + std::to_string(index) + " at row " + std::to_string(y) + " is beyond the " +
-                  std::to_string(rgb_palette.size() / 3) + "-entry palette");
-        const std::uint8_t* e = &rgb_palette[3 * index];
-        v = di::luma(e[0], e[1], e[2]);
-        if (index < alpha_palette.size()) a = alpha_palette[index];
-      } else if (color == 0 || color == 4) {
-        v = di::scale_to_8bit(sample(s), maxval);
-        if (color == 4)
-          a = di::scale_to_8bit(sample(s + 1), maxval);
-        else if (key[0] == int(sample(s)))
-          a = 0;
-      } else {
-        const std::uint32_t r = sample(s), gr = sample(s + 1), b = sample(s + 2);
-        v = di::luma(di::scale_to_8bit(r, maxval), di::scale_to_8bit(gr, maxval), di::scale_to_8bit(b, maxval));
-        if (color == 6)
-          a = di::scale_to_8bit(sample(s + 3), maxval);
-        else if (key[0] == int(r) && key[1] == int(gr) && key[2] == int(b))
-          a = 0;
+      auto sample = [&](std::size_t k) -> std::uint32_t {  // sample k of the row, at full precision
+        if (depth == 16) return std::uint32_t(p[2 * k] << 8 | p[2 * k + 1]);
+        if (depth == 8) return p[k];
+        const std::size_t bit = k * std::size_t(depth);
+        return (p[bit / 8] >> (8 - depth - int(bit % 8))) & maxval;
+      };
+      const std::size_t out_y = pass.y0 + y * pass.dy;
+      for (std::size_t x = 0; x < pw; ++x) {
+        const std::size_t s = x * std::size_t(channels);
+        unsigned v = 0, alpha = 255;
+        if (color == 3) {
+          const std::uint32_t index = sample(s);
+          if (index >= rgb_palette.size() / 3)
+            in.fail("palette index " + std::to_string(index) + " at row " + std::to_string(out_y) +
+                    " is beyond the " + std::to_string(rgb_palette.size() / 3) + "-entry palette");
+          const std::uint8_t* e = &rgb_palette[3 * index];
+          v = di::luma(e[0], e[1], e[2]);
+          if (index < alpha_palette.size()) alpha = alpha_palette[index];
+        } else if (color == 0 || color == 4) {
+          v = di::scale_to_8bit(sample(s), maxval);
+          if (color == 4)
+            alpha = di::scale_to_8bit(sample(s + 1), maxval);
+          else if (key[0] == int(sample(s)))
+            alpha = 0;
+        } else {
+          const std::uint32_t r = sample(s), gr = sample(s + 1), b = sample(s + 2);
+          v = di::luma(di::scale_to_8bit(r, maxval), di::scale_to_8bit(gr, maxval), di::scale_to_8bit(b, maxval));
+          if (color == 6)
+            alpha = di::scale_to_8bit(sample(s + 3), maxval);
+          else if (key[0] == int(r) && key[1] == int(gr) && key[2] == int(b))
+            alpha = 0;
+        }
+        g.pixels[out_y * width + pass.x0 + x * pass.dx] = di::over_white(v, alpha);
       }
-      g.pixels[y * width + x] = di::over_white(v, a);
     }
+    block += ph * (rb + 1);
   }
   return g;
 }
