@@ -91,6 +91,14 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batches, s
     const auto dx_gemm = run([&] { Dev::template backward_data_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_dy.ptr,
                                                                                              d_dx.ptr, batch); },
                              d_dx, dx_ref, "backward data GEMM");
+    const auto dx_wide = run([&] { kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmWide<G::C>>(
+                                       stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data GEMM wide tile");
+    const auto dx_narrow = run([&] { kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(
+                                         stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                               d_dx, dx_ref, "backward data GEMM narrow tile");
+    t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM wide = auto")));
+    t(same_bits(dx_narrow, dx_gemm, label(batch, "backward data GEMM narrow = auto")));
     if constexpr (dgrad_direct)
       run([&] { Dev::template backward_data_with<ConvAlgo::direct>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
           d_dx, dx_ref, "backward data direct");

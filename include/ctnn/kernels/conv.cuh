@@ -105,7 +105,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     kernels::check_batch(batch, "Conv backward");
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? dgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::implicit_gemm) {
-      kernels::launch_conv_dgrad_gemm<dims>(ctx.stream, w, dy, dx, batch);
+      kernels::launch_conv_dgrad_gemm_auto<dims>(ctx.stream, w, dy, dx, batch);
     } else if constexpr (kernels::conv_dgrad_by_flip<dims>()) {
       using DG = kernels::ConvDgradDims<dims>;
       using Cfg = kernels::ConvDirect<DG>;

@@ -8,7 +8,7 @@
 //
 // The column matrices are never stored: each k tile is gathered from the activation tensor straight
 // into shared memory with cp.async (4-byte copies; a padded or out-of-range element is zero-filled by
-// the copy itself), two stages deep, so the gather of tile k+1 overlaps the arithmetic on tile k.
+// the copy itself), three stages deep, so the gathers of the next tiles overlap the arithmetic.
 // A block owns a BM × BN tile of the result; each thread holds TM × TN accumulators and per k step
 // reads TM + TN operands from shared memory as float4 (the tiles are stored k-major and XOR-swizzled
 // so that the transposing stores of the gather hit few banks and the float4 reads none).
@@ -60,11 +60,15 @@ __device__ __forceinline__ void cp_async_wait() {
 // Thread (tr, tc) of the TR × TC thread grid owns rows ((g·TR + tr)·4 + i) and columns
 // ((h·TC + tc)·4 + j), i, j < 4, of the BM × BN tile: float4 groups strided by the thread grid, so
 // that neighbouring threads read neighbouring float4s (conflict-free) and store neighbouring columns.
-template <int BM_, int BN_, int TM_, int TN_, int BK_ = 16, int Stages_ = 2>
+template <int BM_, int BN_, int TM_, int TN_, int BK_ = 16, int Stages_ = 3>
 struct GemmTile {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_, stages = Stages_;
   static constexpr int TR = BM / TM, TC = BN / TN;  // thread rows, thread columns
   static constexpr int threads = TR * TC;
+  // Blocks per SM the register allocation must allow (at most 168 registers per thread): the
+  // compiler's own choice for an 8 × 8 tile (over 220) leaves 8 warps per SM, too few to hide the
+  // gather's latency.
+  static constexpr int min_blocks = 65536 / 168 / threads;
   static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are whole float4s");
   static_assert(BM % 32 == 0 && BN % 32 == 0, "the swizzle permutes float4s inside 32-float rows");
   static_assert(BM % TM == 0 && BN % TN == 0 && threads % 32 == 0 && threads <= 256, "thread grid");
@@ -203,14 +207,21 @@ struct ConvGemmTaps {
   }
 };
 
+// The k table of a problem in shared memory when it fits beside the tiles; computed in place otherwise.
 template <class Pb, class T>
-__global__ void __launch_bounds__(T::threads)
-kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m·AMS + a_off(k)]
-                 const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
-                 const float* __restrict__ src,    // [batch][SC][SH][SW]
-                 float* __restrict__ out,          // [batch][M][OH][OW]
-                 int columns)                      // batch·QH·QW
-{
+constexpr int conv_tap_table_size() {
+  constexpr int kpad = ceil_div(ConvGemmTaps<Pb>::Kd, T::BK) * T::BK;
+  return T::smem_floats + 4 * kpad <= smem_limit_floats ? kpad : 0;
+}
+
+// One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, blockIdx.x).
+template <class Pb, class T>
+__device__ __forceinline__ void conv_gemm_block(float (*As)[T::BK * T::BM],  // (stages, BK, BM)
+                                                float (*Bs)[T::BK * T::BN],  // (stages, BK, BN)
+                                                ConvTap* tap_s, int tab_size,  // (k), or none
+                                                const float* __restrict__ a_src, const float* __restrict__ bias,
+                                                const float* __restrict__ src, float* __restrict__ out,
+                                                int batch) {
   using Taps = ConvGemmTaps<Pb>;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, NT = T::threads;
   constexpr int QHW = Pb::QH * Pb::QW, SHW = Pb::SH * Pb::SW, Kd = Taps::Kd;
@@ -219,16 +230,16 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
   // Preconditions
   static_assert(NT % BN == 0 && BK % b_rows == 0, "each thread gathers one column of the source tile");
   static_assert(QHW > 0 && Pb::M > 0, "a non-empty problem");
-  static_assert(T::smem_floats + 4 * max_of(k_tiles * BK, 1) <= smem_limit_floats,
-                "ctnn: the implicit-GEMM convolution's k table and tiles exceed 48 KB of shared memory");
+  static_assert(T::smem_floats <= smem_limit_floats, "the tiles fit in 48 KB of shared memory");
 
-  __shared__ __align__(16) float As[T::stages][BK * BM];  // (BK, BM) weights, swizzled
-  __shared__ __align__(16) float Bs[T::stages][BK * BN];  // (BK, BN) gathered source, swizzled
-  __shared__ ConvTap tap_s[max_of(k_tiles * BK, 1)];      // (k)
-
+  const int columns = batch * QHW;
   const int tr = threadIdx.x / T::TC, tc = threadIdx.x % T::TC;
   const int q0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
-  for (int k = threadIdx.x; k < k_tiles * BK; k += NT) tap_s[k] = Taps::at(k);
+  if (q0 >= columns) return;  // a smaller parity class than the grid's largest: the whole block
+  const bool table = tab_size >= k_tiles * BK;
+  if (table)
+    for (int k = threadIdx.x; k < k_tiles * BK; k += NT) tap_s[k] = Taps::at(k);
+  auto tap = [&](int k) { return table ? tap_s[k] : Taps::at(k); };
 
   // The source column this thread gathers, decoded once: its window origin, its sample, and which
   // window taps fall inside the source (none for a column past the end).
@@ -250,12 +261,12 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
       const int kk = e % BK, m = m0 + e / BK;
       const bool ok = e < BK * BM && m < Pb::M && k0 + kk < Kd;
       if (e < BK * BM)
-        cp_async_f32(&As[stage][swizzle<BM>(kk, e / BK)], ok ? a_src + m * Pb::AMS + tap_s[k0 + kk].a_off : a_src, ok);
+        cp_async_f32(&As[stage][swizzle<BM>(kk, e / BK)], ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
     }
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
-      const ConvTap t = tap_s[k0 + kk];  // the same k across the warp: a broadcast
+      const ConvTap t = tap(k0 + kk);  // the same k across the warp: a broadcast
       const bool ok = (valid >> t.r) & 1;
       cp_async_f32(&Bs[stage][swizzle<BN>(kk, lq)], ok ? src_q + (org + t.src_off) : src, ok);
     }
@@ -320,6 +331,54 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
   }
 }
 
+template <class Pb, class T>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m·AMS + a_off(k)]
+                 const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
+                 const float* __restrict__ src,    // [batch][SC][SH][SW]
+                 float* __restrict__ out,          // [batch][M][OH][OW]
+                 int batch)
+{
+  constexpr int tab = conv_tap_table_size<Pb, T>();
+  __shared__ __align__(16) float As[T::stages][T::BK * T::BM];  // (BK, BM) weights, swizzled
+  __shared__ __align__(16) float Bs[T::stages][T::BK * T::BN];  // (BK, BN) gathered source, swizzled
+  __shared__ ConvTap tap_s[max_of(tab, 1)];                     // (k)
+  conv_gemm_block<Pb, T>(As, Bs, tap_s, tab, a_src, bias, src, out, batch);
+}
+
+// Backward data, all S·S parity classes in one launch: class blockIdx.z.
+template <class G, class T, int I = 0>
+constexpr int conv_dgrad_table_size() {
+  constexpr int t = conv_tap_table_size<ConvDgradGemm<G, I / G::S, I % G::S>, T>();
+  if constexpr (I + 1 < G::S * G::S) return max_of(t, conv_dgrad_table_size<G, T, I + 1>());
+  else return t;
+}
+template <class G, class T, int I = 0>
+__device__ __forceinline__ void conv_dgrad_class(int cls, float (*As)[T::BK * T::BM], float (*Bs)[T::BK * T::BN],
+                                                 ConvTap* tap_s, int tab, const float* w, const float* dy,
+                                                 float* dx, int batch) {
+  using Pb = ConvDgradGemm<G, I / G::S, I % G::S>;
+  if (cls == I) {
+    if constexpr (Pb::QH * Pb::QW > 0) conv_gemm_block<Pb, T>(As, Bs, tap_s, tab, w, nullptr, dy, dx, batch);
+  } else if constexpr (I + 1 < G::S * G::S) {
+    conv_dgrad_class<G, T, I + 1>(cls, As, Bs, tap_s, tab, w, dy, dx, batch);
+  }
+}
+
+template <class G, class T>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_dgrad_gemm(const float* __restrict__ w,   // [Out][C][K][K]
+                       const float* __restrict__ dy,  // [batch][Out][OH][OW]
+                       float* __restrict__ dx,        // [batch][C][H][W]
+                       int batch)
+{
+  constexpr int tab = conv_dgrad_table_size<G, T>();
+  __shared__ __align__(16) float As[T::stages][T::BK * T::BM];
+  __shared__ __align__(16) float Bs[T::stages][T::BK * T::BN];
+  __shared__ ConvTap tap_s[max_of(tab, 1)];
+  conv_dgrad_class<G, T>(int(blockIdx.z), As, Bs, tap_s, tab, w, dy, dx, batch);
+}
+
 // Tiles for the forward kind: BM covers the output channels (32 or 64 rows, 8 thread rows), BN the
 // columns. The wide tile (BN 128, 8 × 8 per thread) reuses each operand the most; the narrow one
 // (BN 64, 8 × 4 or 4 × 4) doubles the block count when the columns are few (small images, small
@@ -329,39 +388,54 @@ using ConvGemmWide = GemmTile<(M <= 32 ? 32 : 64), 128, (M <= 32 ? 4 : 8), 8>;
 template <int M>
 using ConvGemmNarrow = GemmTile<(M <= 32 ? 32 : 64), 64, (M <= 32 ? 4 : 8), 4>;
 
-// Wide when it gives at least this many blocks (two per SM of a 132-SM H100), narrow otherwise.
-inline constexpr long long conv_gemm_wide_min_blocks = 264;
+inline void check_conv_columns(long long columns, int batch) {
+  if (columns > (1LL << 30))
+    throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) +
+                                " is too large for the implicit-GEMM kernels");
+}
 
 template <class Pb, class T>
 void launch_conv_gemm(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                       float* out, int batch) {
-  if constexpr (Pb::QH * Pb::QW > 0) {  // else an empty parity class (S > H): nothing to write
-    const long long columns = (long long)batch * Pb::QH * Pb::QW;
-    if (columns > (1LL << 30))
-      throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) +
-                                  " is too large for the implicit-GEMM kernels");
-    const dim3 grid(grid_for(std::size_t(columns), T::BN), unsigned(ceil_div(Pb::M, T::BM)));
-    kernel_conv_gemm<Pb, T><<<grid, T::threads, 0, stream>>>(a_src, bias, src, out, int(columns));
-    CTNN_CHECK_LAUNCH();
-  }
+  const long long columns = (long long)batch * Pb::QH * Pb::QW;
+  check_conv_columns(columns, batch);
+  const dim3 grid(grid_for(std::size_t(columns), T::BN), unsigned(ceil_div(Pb::M, T::BM)));
+  kernel_conv_gemm<Pb, T><<<grid, T::threads, 0, stream>>>(a_src, bias, src, out, batch);
+  CTNN_CHECK_LAUNCH();
+}
+
+// Wide tile when it gives at least this many blocks (two per SM of a 132-SM H100), narrow otherwise.
+inline constexpr long long conv_gemm_wide_min_blocks = 264;
+template <int M>
+bool conv_gemm_wide(long long columns) {
+  return ceil_div<long long>(columns, ConvGemmWide<M>::BN) * ceil_div(M, ConvGemmWide<M>::BM) >=
+         conv_gemm_wide_min_blocks;
 }
 
 template <class Pb>
 void launch_conv_gemm_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                            float* out, int batch) {
-  using Wide = ConvGemmWide<Pb::M>;
-  const long long blocks = ceil_div<long long>((long long)batch * Pb::QH * Pb::QW, Wide::BN) *
-                           ceil_div(Pb::M, Wide::BM);  // 0 for an empty parity class
-  if (blocks >= conv_gemm_wide_min_blocks) launch_conv_gemm<Pb, Wide>(stream, a_src, bias, src, out, batch);
-  else launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
+  if (conv_gemm_wide<Pb::M>((long long)batch * Pb::QH * Pb::QW))
+    launch_conv_gemm<Pb, ConvGemmWide<Pb::M>>(stream, a_src, bias, src, out, batch);
+  else
+    launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
 }
 
-// Backward data: one launch per parity class (one for stride 1).
-template <class G, int Py = 0, int Px = 0>
+// Backward data: one launch, grid (columns of the largest class, C tiles, S·S classes).
+template <class G, class T>
 void launch_conv_dgrad_gemm(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  launch_conv_gemm_auto<ConvDgradGemm<G, Py, Px>>(stream, w, nullptr, dy, dx, batch);
-  if constexpr (Px + 1 < G::S) launch_conv_dgrad_gemm<G, Py, Px + 1>(stream, w, dy, dx, batch);
-  else if constexpr (Py + 1 < G::S) launch_conv_dgrad_gemm<G, Py + 1, 0>(stream, w, dy, dx, batch);
+  constexpr int qmax = ceil_div(G::H, G::S) * ceil_div(G::W, G::S);  // class (0, 0) is the largest
+  check_conv_columns((long long)batch * G::H * G::W, batch);
+  const dim3 grid(grid_for(std::size_t(batch) * qmax, T::BN), unsigned(ceil_div(G::C, T::BM)), G::S * G::S);
+  kernel_conv_dgrad_gemm<G, T><<<grid, T::threads, 0, stream>>>(w, dy, dx, batch);
+  CTNN_CHECK_LAUNCH();
+}
+template <class G>
+void launch_conv_dgrad_gemm_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+  if (conv_gemm_wide<G::C>((long long)batch * G::H * G::W))
+    launch_conv_dgrad_gemm<G, ConvGemmWide<G::C>>(stream, w, dy, dx, batch);
+  else
+    launch_conv_dgrad_gemm<G, ConvGemmNarrow<G::C>>(stream, w, dy, dx, batch);
 }
 
 // --- Backward weights -------------------------------------------------------------------------------
@@ -402,7 +476,7 @@ struct ConvWgradGemm {
 };
 
 template <class G>
-__global__ void __launch_bounds__(ConvWgradGemm<G>::Tile::threads)
+__global__ void __launch_bounds__(ConvWgradGemm<G>::Tile::threads, ConvWgradGemm<G>::Tile::min_blocks)
 kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
                        const float* __restrict__ dy,  // [batch][Out][OH][OW]
                        float* __restrict__ partials,  // [gridDim.x][E]: dW [Out][C·K·K], db [Out]
