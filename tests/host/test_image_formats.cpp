@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <ctnn/io/image.hpp>  // stb_image's implementation is compiled in test_image.cpp
 #include <string>
 #include <vector>
@@ -129,10 +130,8 @@ TEST_CASE("PNG: every colour type and bit depth decodes to the expected gray", "
       const int channels = color == 0 || color == 3 ? 1 : color == 4 ? 2 : color == 2 ? 3 : 4;
       const std::uint32_t maxval = (1u << depth) - 1;
       const auto s = samples(std::size_t(iw) * ih * std::size_t(channels), maxval, iw * 31 + ih);
-      Bytes plte;
-      if (color == 3)
-        for (std::uint32_t k = 0; k < 4; ++k)
-          plte.insert(plte.end(), {std::uint8_t(60 * k), std::uint8_t(60 * k), std::uint8_t(60 * k)});
+      Bytes plte(color == 3 ? 12 : 0);  // 4 gray entries
+      for (std::size_t k = 0; k < plte.size(); ++k) plte[k] = std::uint8_t(60 * (k / 3));
       const GrayImage a =
           ctnn::io::decode_png(ctnn_test::png_from_samples(iw, ih, color, depth, s, true, plte), "adam7");
       const GrayImage b =
@@ -309,7 +308,9 @@ TEST_CASE("JPEG: baseline decodes; truncated, bad tables, progressive and huge a
   stbi_write_jpg_to_func(
       [](void* ctx, void* data, int n) {
         auto* out = static_cast<Bytes*>(ctx);
-        out->insert(out->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
+        const std::size_t at = out->size();
+        out->resize(at + std::size_t(n));
+        std::memcpy(out->data() + at, data, std::size_t(n));
       },
       &jpg, w, h, 3, rgb.data(), 95);
   const GrayImage g = ctnn::io::decode_jpeg(jpg, "j");
