@@ -4,6 +4,11 @@
 // nn.Sequential of the same layers loads them, and whose metadata describes the network.
 //
 //   trainer.save_weights(path)      parameters, layer state; metadata: the network, mean and std
+//   trainer.save_weights(path, extra)   the same plus extra metadata (e.g. class_names_metadata(names));
+//                                   the keys ctnn writes itself cannot be overridden
+//   weight_file_metadata(path)      a weight file's metadata, without a trainer (structure validated)
+//   class_names_of(metadata)        the class names stored under "class_names" (a JSON array of
+//                                   strings), empty when there are none
 //   trainer.load_weights(path)      checks the network and restores all of it, normalisation included;
 //                                   a file without metadata (written by PyTorch) loads by tensor shapes
 //   trainer.save_checkpoint(path)   all of the above plus the optimizer's state
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../io/json.hpp"
 #include "../io/safetensors.hpp"
 #include "../network/plan.hpp"
 #include "../version.hpp"
@@ -183,9 +189,10 @@ inline double meta_number(const std::string& path, const std::map<std::string, s
 template <class Derived, class Net, class Opt, class Loss>
 class Checkpointing {
  public:
-  void save_weights(const std::string& path) const {
+  void save_weights(const std::string& path, const std::map<std::string, std::string>& extra = {}) const {
     std::map<std::string, std::string> meta = model_metadata();
     meta["format"] = "ctnn";
+    for (const auto& [key, value] : extra) meta.emplace(key, value);  // never replaces ctnn's own keys
     io::write_safetensors(path, files(model_tensors<Net>()), meta);
   }
   void load_weights(const std::string& path) {
@@ -277,4 +284,38 @@ class Checkpointing {
 };
 
 }  // namespace detail
+
+// The metadata of a safetensors weight file or checkpoint (the file's structure is validated; no
+// tensor is read). Throws io_error for a missing or malformed file.
+inline std::map<std::string, std::string> weight_file_metadata(const std::string& path) {
+  return io::SafetensorsFile(path).metadata();
+}
+
+// {"class_names": JSON array of the names}, for save_weights' extra metadata.
+inline std::map<std::string, std::string> class_names_metadata(const std::vector<std::string>& names) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) text += (i ? ", " : "") + io::json::quote(names[i]);
+  return {{"class_names", text + "]"}};
+}
+
+// The class names stored by class_names_metadata; empty when the metadata has none. Throws io_error
+// when "class_names" is not a JSON array of strings.
+inline std::vector<std::string> class_names_of(const std::map<std::string, std::string>& meta) {
+  const auto it = meta.find("class_names");
+  if (it == meta.end()) return {};
+  std::vector<std::string> names;
+  try {
+    const io::json::Value v = io::json::parse(it->second);
+    if (v.kind != io::json::Value::Kind::array) throw io::json::syntax_error(0, "not an array");
+    for (const io::json::Value& e : v.array) {
+      if (e.kind != io::json::Value::Kind::string) throw io::json::syntax_error(e.offset, "not a string");
+      names.push_back(e.string);
+    }
+  } catch (const io::json::syntax_error& e) {
+    throw io_error("metadata \"class_names\" is not a JSON array of strings (byte " + std::to_string(e.offset) +
+                   ": " + e.what() + ")");
+  }
+  return names;
+}
+
 }  // namespace ctnn
