@@ -45,12 +45,7 @@
 #endif
 
 #include "../core/error.hpp"
-// normalize.hpp is moving from train/ to core/ (another change in flight); either place works.
-#if __has_include("../core/normalize.hpp")
 #include "../core/normalize.hpp"
-#else
-#include "../train/normalize.hpp"
-#endif
 #include "bmp.hpp"
 #include "file.hpp"
 #include "image_bytes.hpp"
