@@ -31,20 +31,20 @@ struct lazy_output<true, L, In> {
 };
 }  // namespace detail
 
-template <int Index, class L, class InputShape>
+template <int Index, class Layer, class InputShape>
 struct at_layer {
   // After an earlier layer's error the input is InvalidShape: stay silent (no cascade).
   static constexpr bool input_valid = !std::is_same_v<InputShape, InvalidShape>;
-  static_assert(!input_valid || Layer<L>,
+  static_assert(!input_valid || ctnn::Layer<Layer>,
                 "ctnn: an element of the Seq is not a layer (a layer derives from ctnn::layer_tag and "
                 "provides name, label(), check<In>() and bind<In>: see core/layer.hpp)");
-  static constexpr bool valid = detail::run_layer_rules<L, InputShape>();
-  using output_shape = typename detail::lazy_output<valid, L, InputShape>::type;
+  static constexpr bool valid = detail::run_layer_rules<Layer, InputShape>();
+  using output_shape = typename detail::lazy_output<valid, Layer, InputShape>::type;
 
   // Rules about where a layer may stand in the Seq.
   template <bool IsLast>
   static constexpr bool check_position() {
-    constexpr bool ok = IsLast || !std::is_same_v<L, Softmax>;
+    constexpr bool ok = IsLast || !std::is_same_v<Layer, Softmax>;
     static_assert(!valid || ok,
                   "ctnn: Softmax must be the last layer (it turns the output into probabilities "
                   "for the loss; nothing may follow it)");
