@@ -72,11 +72,12 @@ int main(int argc, char** argv) {
       text(
           R"( {"a": [1, -2, 0, 9223372036854775807], "b": {"c": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}, "t": true, "f": false, "n": null, "e": {}, "l": []} )"));
   const std::string tmp = (fs::temp_directory_path() / "ctnn_seed.safetensors").string();
+  std::string root_target = "safetensors";
   auto st = [&](const std::string& name, const std::vector<ctnn::io::Tensor>& t,
                 const std::map<std::string, std::string>& m) {
     ctnn::io::write_safetensors(tmp, t, m);
     std::ifstream in(tmp, std::ios::binary);
-    put("safetensors", name, Bytes(std::istreambuf_iterator<char>(in), {}));
+    put(root_target, name, Bytes(std::istreambuf_iterator<char>(in), {}));
   };
   std::vector<float> w0(18), b0 = {0.5f, -0.5f}, w2(54), b2 = {1, 2, 3};
   for (int k = 0; k < 18; ++k) w0[std::size_t(k)] = 0.01f * float(k);
@@ -91,6 +92,13 @@ int main(int argc, char** argv) {
      {ctnn::io::Tensor::from_floats("m", {2, 2}, std::vector<float>{1, 2, 3, 4}),
       ctnn::io::Tensor::from_int64s("step", {1}, std::vector<std::int64_t>{42})},
      {{"epoch", "3"}});
+  // Weight files with the metadata the trainer writes and reads (train/checkpoint.hpp).
+  root_target = "checkpoint";
+  st("weights_class_names",
+     {ctnn::io::Tensor::from_floats("layers.0.weight", {2, 1, 3, 3}, w0),
+      ctnn::io::Tensor::from_floats("layers.0.bias", {2}, b0)},
+     {{"format", "ctnn"}, {"class_names", R"(["zero", "one", "tw\u00f6", "\"three\""])"}, {"mean", "0.1307"}});
+  st("weights_no_names", {ctnn::io::Tensor::from_floats("layers.0.bias", {2}, b0)}, {{"format", "ctnn-checkpoint"}});
   fs::remove(tmp);
   // PNG: each colour type, a few depths, palette with tRNS.
   put("png", "gray8.png", ctnn_test::png(5, 4, 0, 8, gradient(20)));

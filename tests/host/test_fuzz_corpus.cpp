@@ -12,6 +12,7 @@
 #include <ctnn/io/image.hpp>
 #include <ctnn/io/json.hpp>
 #include <ctnn/io/safetensors.hpp>
+#include <ctnn/train/checkpoint.hpp>
 
 namespace {
 
@@ -36,6 +37,8 @@ void load(const std::string& target, const fs::path& file) {
     const ctnn::io::SafetensorsFile f(file.string());
     for (const auto& n : f.names())
       if (f.dtype(n) == "F32") (void)f.floats(n, f.shape(n));
+  } else if (target == "checkpoint") {
+    (void)ctnn::class_names_of(ctnn::weight_file_metadata(file.string()));
   } else if (target == "idx_raw" || target == "idx_gzip") {
     // Images or labels: the input loads when it is either.
     for (const std::uint8_t rank : {3, 1}) {
