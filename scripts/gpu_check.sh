@@ -2,7 +2,7 @@
 # Run on a machine with a CUDA GPU, from the repository root: builds the GPU tests, the lenet5
 # example and the benchmark, then runs the stages named on the command line (default: all):
 #   tests      every GPU test executable
-#   sanitize   compute-sanitizer memcheck and racecheck over the GPU tests
+#   sanitize   compute-sanitizer memcheck, racecheck, initcheck and synccheck over the GPU tests
 #   sweep      lenet5 training for a grid of learning rates / epochs (three seeds each)
 #   seeds      lenet5 training with the example's defaults for seeds 1, 2, 3, then eval and predict
 #   bench      benchmarks/run_gpu.sh (ctnn against PyTorch)
@@ -40,7 +40,7 @@ for stage in $stages; do
       for t in $gpu_tests; do step "$t" 2>&1 | tail -4 | tee -a "$out/tests.log"; done ;;
     sanitize)
       # SANITIZE_TESTS narrows the list (names without the gpu_test_ prefix); one log per tool.
-      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
         for t in $gpu_tests; do
           name=$(basename "$t"); name=${name#gpu_test_}
           [ -n "${SANITIZE_TESTS:-}" ] && [[ " $SANITIZE_TESTS " != *" $name "* ]] && continue
