@@ -43,7 +43,8 @@ struct Jitter : layer_tag, no_params {
         return;
       }
       for (std::size_t i = 0; i < n; ++i) {
-        a.saved[i] = T(1 + amount * (double(counter_uniform(a.rng_key, i)) - 0.5));
+        const std::uint64_t element = a.first_sample * in_size + i;  // its number in the step
+        a.saved[i] = T(1 + amount * (double(counter_uniform(a.rng_key, element)) - 0.5));
         a.y[i] = a.x[i] * a.saved[i];
       }
       a.state[0] += 1;

@@ -73,6 +73,10 @@ struct ForwardArgs {
   int batch = 0;
   Mode mode = Mode::eval;
   std::uint64_t rng_key = 0;  // this step's random stream for this layer (core/random.hpp)
+  // Sample n of this call is sample first_sample + n of the step (a step's batch split into shards
+  // starts past 0). A layer draws the numbers of element j of sample m as counter_uniform(key,
+  // m·in_size + j) with m = first_sample + n, so a step draws the same numbers however it is split.
+  std::uint64_t first_sample = 0;
 };
 
 template <class T>

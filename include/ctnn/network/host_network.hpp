@@ -14,10 +14,12 @@
 
 namespace ctnn {
 
-// Which random numbers a training step's layers draw: stream counter_key(seed, step, layer).
+// Which random numbers a training step's layers draw: stream counter_key(seed, step, layer), from
+// sample first_sample of the step on (ForwardArgs::first_sample).
 struct StepRandom {
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
+  std::uint64_t first_sample = 0;
 };
 
 template <class Net, class T = float>
@@ -71,6 +73,7 @@ class HostNetwork {
       a.batch = batch;
       a.mode = mode;
       a.rng_key = counter_key(random.seed, random.step, i);
+      a.first_sample = random.first_sample;
       layer_forward<typename Net::template bound_at<i>>(a);
     });
     return activation(L, batch);

@@ -229,7 +229,8 @@ class Trainer<Net, host, MaxBatch, Opt, Loss>
       HostNetwork<Net, float>& net = lane == 0 ? net_ : workers_[std::size_t(lane - 1)]->net;
       if (lane > 0) net.params() = net_.params();
       const int begin = first(lane), size = first(lane + 1) - begin;
-      net.forward(input_.data() + std::size_t(begin) * input_size, size, Mode::train, random);
+      net.forward(input_.data() + std::size_t(begin) * input_size, size, Mode::train,
+                  StepRandom{random.seed, random.step, std::uint64_t(begin)});
       const float* z = net.activation(grad_layer + 1, size);
       std::copy(z, z + std::size_t(size) * width, logits_.begin() + std::ptrdiff_t(std::size_t(begin) * width));
     });
