@@ -295,7 +295,7 @@ TEST_CASE("PNM: maxval other than 255, 16-bit samples, comments (issue 10, items
   CHECK_THAT(err("P5 1 1 255 "), Catch::Contains("file truncated: expected 1 bytes of pixels"));
 }
 
-TEST_CASE("JPEG: baseline decodes; truncated, bad tables, progressive and huge are refused", "[image][jpeg]") {
+TEST_CASE("JPEG: baseline decodes, truncated, bad tables, progressive and huge are refused", "[image][jpeg]") {
   // An 8x8-block-friendly gradient, written by stb_image_write (baseline, 4:2:0 colour).
   const int w = 48, h = 32;
   std::vector<std::uint8_t> rgb(std::size_t(w * h * 3));
@@ -362,7 +362,7 @@ TEST_CASE("JPEG: baseline decodes; truncated, bad tables, progressive and huge a
   CHECK_THAT(error_of(jpg, small), Catch::Contains("image is 48x32, more than the 1000-pixel limit"));
 }
 
-TEST_CASE("image: formats ctnn does not read are named; limits apply to every format", "[image]") {
+TEST_CASE("image: formats ctnn does not read are named, limits apply to every format", "[image]") {
   CHECK_THAT(error_of(Bytes{'G', 'I', 'F', '8', '9', 'a'}), Catch::Contains("x.img: GIF is not supported"));
   CHECK_THAT(error_of(Bytes{'I', 'I', '*', 0, 8, 0}), Catch::Contains("TIFF is not supported"));
   CHECK_THAT(
