@@ -211,3 +211,17 @@ TEST_CASE("Dataset: subset and a seeded validation split", "[data]") {
   for (auto l : d.labels) all += l;
   CHECK(ones == all);  // a partition
 }
+
+TEST_CASE("Weight files: the earlier format (parameters only) still loads", "[training][checkpoint]") {
+  ctnn_test::TempDir dir;
+  Trainer<Net, host, 8> trained(5);
+  trained.fit(stripes(40, 3), options(1));
+  const std::string path = dir.file("old.safetensors");
+  io::save_safetensors<Net>(path, trained.parameters());  // no mean/std in its metadata
+  Trainer<Net, host, 8> loaded(9);
+  loaded.set_normalization(0.2f, 0.4f);
+  loaded.load_weights(path);
+  CHECK(loaded.parameters() == trained.parameters());
+  CHECK(loaded.mean() == 0.2f);  // kept: the file does not say
+  CHECK(loaded.stddev() == 0.4f);
+}

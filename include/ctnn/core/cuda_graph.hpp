@@ -4,6 +4,7 @@
 // each launch (set_copy) can walk through an epoch without being captured again.
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "cuda_check.hpp"
 
@@ -60,6 +61,25 @@ class CudaGraph {
     CTNN_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec_, node, dst, src, bytes, cudaMemcpyDeviceToDevice));
   }
   void launch(cudaStream_t stream) { CTNN_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+  // What the captured graph holds: kernel launches, copies, anything else (memsets, ...).
+  struct NodeCounts {
+    std::size_t kernels = 0, copies = 0, other = 0;
+  };
+  NodeCounts node_counts() const {
+    NodeCounts c;
+    if (!graph_) return c;
+    std::size_t n = 0;
+    CTNN_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &n));
+    std::vector<cudaGraphNode_t> nodes(n);
+    CTNN_CUDA_CHECK(cudaGraphGetNodes(graph_, nodes.data(), &n));
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type{};
+      CTNN_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      (type == cudaGraphNodeTypeKernel ? c.kernels : type == cudaGraphNodeTypeMemcpy ? c.copies : c.other) += 1;
+    }
+    return c;
+  }
 
   void reset() noexcept {
     if (exec_) cudaGraphExecDestroy(exec_);

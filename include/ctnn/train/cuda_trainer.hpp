@@ -160,6 +160,9 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   }
 
   network_type& network() { return net_; }
+  // The nodes of the last captured training step (full batch, else the tail): its kernel launches and
+  // copies.
+  CudaGraph::NodeCounts step_graph_nodes() const { return step_nodes_; }
 
  private:
   template <class T>
@@ -188,8 +191,8 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     net_.set_random(&record()->step, o.seed);
     batch_ = o.batch;
     const int tail = int(n % std::size_t(batch_));
-    if (n >= std::size_t(batch_)) capture_step(full_step_, batch_);
     if (tail > 0) capture_step(tail_step_, tail);
+    if (n >= std::size_t(batch_)) capture_step(full_step_, batch_);
   }
   void end_fit() {
     net_.synchronize();  // no queued step outlives its graph or data set
@@ -263,6 +266,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     net_.synchronize();
     net_.set_state(state);
     step.graph.capture(net_.stream(), [&] { enqueue_step(0, batch, first, &step, true); });
+    step_nodes_ = step.graph.node_counts();
     const std::array<cudaGraphNode_t, 4> copies{step.indices, step.record, step.loss, step.correct};
     for (cudaGraphNode_t node : copies) {
       cudaGraphNodeType type{};
@@ -307,6 +311,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   std::byte* mem_ = nullptr;
   std::unique_ptr<DeviceDataset> data_, test_;
   StepGraph full_step_, tail_step_;
+  CudaGraph::NodeCounts step_nodes_{};
   int batch_ = 0;
 };
 
