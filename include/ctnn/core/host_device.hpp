@@ -1,6 +1,7 @@
 #pragma once
 // CTNN_HOST_DEVICE marks a function callable from host and device code when compiled by nvcc, and
 // expands to nothing for a plain C++ compiler, so one definition serves both backends.
+#include <cmath>
 #include <type_traits>
 
 #ifdef __CUDACC__
@@ -11,17 +12,52 @@
 
 namespace ctnn {
 
-// a·b rounded on its own: nvcc contracts a·b + c into one FMA by default, the host compiler does not,
-// so where host and device must agree to the bit the product is written with this.
-template <class T>
-CTNN_HOST_DEVICE inline T mul_rn(T a, T b) {
+// Float arithmetic rounded after every operation on both sides: nvcc contracts a·b + c into one FMA
+// unless told otherwise, the host compiler (no -mfma) does not, so an update written with these gives
+// the same bits on the host and the device.
+namespace rn {
+CTNN_HOST_DEVICE inline float add(float a, float b) {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same_v<T, float>) return __fmul_rn(a, b);
-  else if constexpr (std::is_same_v<T, double>) return __dmul_rn(a, b);
-  else return a * b;
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CTNN_HOST_DEVICE inline float sub(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CTNN_HOST_DEVICE inline float mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
+CTNN_HOST_DEVICE inline double mul(double a, double b) {  // (the host reference in double)
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CTNN_HOST_DEVICE inline float div(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CTNN_HOST_DEVICE inline float sqrt(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+}  // namespace rn
 
 }  // namespace ctnn

@@ -51,7 +51,7 @@ struct tanh_fn {
   static constexpr const char* name = "Tanh";
   template <class T> CTNN_HOST_DEVICE static T apply(T x) { return std::tanh(x); }
   // 1 − y·y with the product rounded on its own, so that host and device agree near |y| = 1.
-  template <class T> CTNN_HOST_DEVICE static T derivative(T y) { return T(1) - mul_rn(y, y); }
+  template <class T> CTNN_HOST_DEVICE static T derivative(T y) { return T(1) - rn::mul(y, y); }
 };
 
 struct ReLU : Activation<relu_fn> {};

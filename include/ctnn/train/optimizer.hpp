@@ -33,47 +33,6 @@
 
 namespace ctnn {
 
-// Float arithmetic rounded after every operation on both sides: nvcc contracts a·b + c into one FMA
-// unless told otherwise, the host compiler (no -mfma) does not, so an update written with these gives
-// the same bits on the host and the device.
-namespace rn {
-CTNN_HOST_DEVICE inline float add(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-CTNN_HOST_DEVICE inline float sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-CTNN_HOST_DEVICE inline float mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-CTNN_HOST_DEVICE inline float div(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-CTNN_HOST_DEVICE inline float sqrt(float a) {
-#ifdef __CUDA_ARCH__
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-}  // namespace rn
-
 // The optimizer interface above, as a concept.
 template <class Opt>
 concept Optimizer = requires(const typename Opt::Options& o, float& p, float* s, const float* h) {
