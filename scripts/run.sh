@@ -3,7 +3,7 @@
 # trains LeNet-5 with the lenet5 binary, saves it to build/lenet5.safetensors, evaluates it (test
 # accuracy and confusion matrix) and writes the report PNGs and the metrics CSV to build/report/:
 #   with a CUDA device:  on the GPU, the full training set, 15 epochs (lenet5 train --device cuda);
-#   without one:         on the CPU (every core), the first 12,000 training images, 3 epochs, so
+#   without one:         on the CPU (every core), the first 20,000 training images, 3 epochs, so
 #                        that it ends within a few minutes on 2 cores.
 # Usage: scripts/run.sh [lenet5 train options]     e.g. scripts/run.sh --epochs 5 --batch 128
 #        --data DIR (MNIST or Fashion-MNIST) and --out FILE are used by both train and eval; on the
@@ -66,7 +66,7 @@ if [[ $gpu == no ]]; then
   echo "run.sh: no CUDA device ($why): training on the CPU, on a subset of the training set"
   # CPU defaults, each unless given on the command line.
   cpu=()
-  [[ $given == *" --limit "* ]] || cpu+=(--limit 12000)
+  [[ $given == *" --limit "* ]] || cpu+=(--limit 20000)
   [[ $given == *" --epochs "* ]] || cpu+=(--epochs 3)
   [[ $given == *" --batch "* ]] || cpu+=(--batch 32)
   "$lenet5" train --device cpu --data "$data" --out "$model" --metrics "$build/metrics.csv" --report "$report" \

@@ -137,6 +137,18 @@ case $case_name in
     else ((rc == 0)) || fail "exit status $rc"; fi
     "$LENET5" eval --model "$model" --data "$DATA" --limit 100 --device auto >"$dir/out" 2>"$dir/err" || fail "auto"
     if ((rc == 4)); then err_has "running on the CPU"; fi ;;
+  fashion)  # data as bright as Fashion-MNIST is taken for it: its class names are stored and printed
+    mkdir -p "$dir/fake"
+    "$TESTDATA" fake-fashion "$dir/fake" || fail "testdata fake-fashion"
+    run 0 train --data "$dir/fake" --epochs 3 --batch 16 --lr 0.02 --out "$dir/f.safetensors" "${cpu[@]}"
+    out_has "data: Fashion-MNIST"
+    grep -qF '"class_names"' "$dir/f.safetensors" || fail "no class_names in the metadata"
+    grep -qF 'Ankle boot' "$dir/f.safetensors" || fail "no Fashion-MNIST names in the metadata"
+    run 0 eval --model "$dir/f.safetensors" --data "$dir/fake" "${cpu[@]}"
+    out_has "Fashion-MNIST images"; out_has "Ankle boot"
+    "$TESTDATA" png "$dir/fake" 0 "$dir/item.png" >/dev/null || fail "testdata png"
+    run 0 predict --model "$dir/f.safetensors" --top 2 "${cpu[@]}" "$dir/item.png"
+    out_has "(class "; out_has "%, " ;;
   *)
     echo "cli_test.sh: unknown case $case_name" >&2; exit 2 ;;
 esac

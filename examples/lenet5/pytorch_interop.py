@@ -16,6 +16,7 @@ Needs torch, safetensors and numpy; uses CUDA when available.
 """
 import argparse
 import gzip
+import json
 import os
 import struct
 
@@ -56,10 +57,10 @@ def read_idx(path):
     return np.frombuffer(raw, np.uint8, offset=4 + 4 * rank).reshape(dims)
 
 
-def mnist(data, split, device):
+def mnist(data, split, device, mean=MEAN, std=STD):
     x = torch.tensor(read_idx(os.path.join(data, split + "-images-idx3-ubyte")), dtype=torch.float32)
     y = torch.tensor(read_idx(os.path.join(data, split + "-labels-idx1-ubyte")), dtype=torch.long)
-    return ((x / 255 - MEAN) / STD).unsqueeze(1).to(device), y.to(device)
+    return ((x / 255 - mean) / std).unsqueeze(1).to(device), y.to(device)
 
 
 def accuracy(model, x, y):
@@ -77,13 +78,19 @@ def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     model = LeNet5().to(device)
-    xt, yt = mnist(a.data, "t10k", device)
     if a.command == "eval":
         with safe_open(a.file, "pt") as f:
-            print(f"{a.file}: metadata {f.metadata()}")
+            meta = f.metadata() or {}
+            print(f"{a.file}: metadata {meta}")
+        # A file from `lenet5 train` carries its normalisation and class names (docs/cli.md).
+        mean, std = float(meta.get("mean", MEAN)), float(meta.get("std", STD))
+        if "class_names" in meta:
+            print(f"{a.file}: classes {json.loads(meta['class_names'])}")
+        xt, yt = mnist(a.data, "t10k", device, mean, std)
         model.load_state_dict(load_file(a.file), strict=True)
         print(f"{a.file}: PyTorch test accuracy {100 * accuracy(model, xt, yt):.2f}%")
         return
+    xt, yt = mnist(a.data, "t10k", device)
     x, y = mnist(a.data, "train", device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for epoch in range(1, a.epochs + 1):
@@ -94,7 +101,10 @@ def main():
             nn.functional.cross_entropy(model(x[b]), y[b]).backward()
             opt.step()
         print(f"epoch {epoch}: test accuracy {100 * accuracy(model, xt, yt):.2f}%")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, a.file, metadata={"format": "pt"})
+    # The normalisation and class names, as lenet5 writes them: lenet5 eval/predict use them.
+    meta = {"format": "pt", "mean": str(MEAN), "std": str(STD),
+            "class_names": json.dumps([str(c) for c in range(10)])}
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, a.file, metadata=meta)
     print(f"saved {a.file}: {', '.join(sorted(model.state_dict()))}")
 
 

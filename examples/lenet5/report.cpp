@@ -161,8 +161,8 @@ void plot(Canvas& c, int x, int y, int w, int h, const std::string& title, const
   if (percent) hi = std::min(100.0, hi + 0.1 * (hi - lo) + 0.5), lo = std::max(0.0, lo - 0.1 * (hi - lo) - 0.5);
   else lo = std::max(0.0, lo - 0.1 * (hi - lo)), hi = hi + 0.1 * (hi - lo) + 1e-9;
   if (hi <= lo) hi = lo + 1;
-  const int left = x + 70, right = x + w - 20, top = y + 40, bottom = y + h - 50;
-  c.text(x + 70, y + 8, title, black);
+  const int left = x + 90, right = x + w - 20, top = y + 40, bottom = y + h - 50;
+  c.text(left, y + 8, title, black);
   c.fill(left, top, right - left, bottom - top, Rgb{248, 248, 248});
   const double x_lo = n > 1 ? 1.0 : 0.5, x_hi = n > 1 ? double(n) : 1.5;
   auto px = [&](double e) { return left + (e - x_lo) / (x_hi - x_lo) * (right - left); };
@@ -222,7 +222,7 @@ void write_curves_png(const std::string& path, const std::vector<ctnn::EpochStat
 }
 
 void write_confusion_png(const std::string& path, const Confusion& m, const std::vector<std::string>& names) {
-  const int n = int(m.size()), cell = 52;
+  const int n = int(m.size()), cell = 60;
   int label_w = 0;
   for (int r = 0; r < n; ++r) {
     const std::string name = r < int(names.size()) && names[std::size_t(r)] != std::to_string(r)
@@ -248,8 +248,9 @@ void write_confusion_png(const std::string& path, const Confusion& m, const std:
       const double t = total ? double(v) / double(total) : 0.0;
       c.fill(left + col * cell, top + r * cell, cell - 1, cell - 1, heat(t));
       const std::string s = std::to_string(v);
-      c.text(left + col * cell + cell / 2 - Canvas::text_width(s, s.size() > 3 ? 1 : 2) / 2,
-             top + r * cell + cell / 2 - (s.size() > 3 ? 4 : 7), s, t > 0.45 ? white : black, s.size() > 3 ? 1 : 2);
+      const int scale = s.size() > 4 ? 1 : 2;
+      c.text(left + col * cell + cell / 2 - Canvas::text_width(s, scale) / 2, top + r * cell + cell / 2 - 7 * scale / 2, s,
+             t > 0.45 ? white : black, scale);
     }
   }
   c.text(left, top + n * cell + 16, "shade: fraction of the true class's images", dark);

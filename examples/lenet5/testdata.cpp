@@ -4,9 +4,12 @@
 //   lenet5_testdata huge OUT.safetensors         LeNet-5 with every weight 3e38 (finite, outputs NaN)
 //   lenet5_testdata other OUT.safetensors        the weights of another network
 //   lenet5_testdata check-png FILE               decodes a PNG with ctnn's reader; prints WxH
+//   lenet5_testdata fake-fashion DIR             a small learnable IDX data set as bright as
+//                                                Fashion-MNIST (class k: a bright band at row 2k)
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -29,6 +32,36 @@
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
+
+namespace {
+
+void put_be32(std::ofstream& f, std::uint32_t v) {
+  const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  f.write(b, 4);
+}
+
+// count images of class i % 10: gray 90 (mean intensity above 0.2, as Fashion-MNIST), a band of
+// 4 rows of 250 at row 2 + 2k, and deterministic noise.
+void write_fake(const std::string& dir, const std::string& split, std::uint32_t count) {
+  std::ofstream images(dir + "/" + split + "-images-idx3-ubyte", std::ios::binary);
+  std::ofstream labels(dir + "/" + split + "-labels-idx1-ubyte", std::ios::binary);
+  put_be32(images, 0x803), put_be32(images, count), put_be32(images, 28), put_be32(images, 28);
+  put_be32(labels, 0x801), put_be32(labels, count);
+  std::uint32_t noise = 12345 + count;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const int k = int(i * 7 % 10);
+    for (int y = 0; y < 28; ++y)
+      for (int x = 0; x < 28; ++x) {
+        noise = noise * 1664525u + 1013904223u;
+        const int band = y >= 2 + 2 * k && y < 6 + 2 * k;
+        images.put(char(std::uint8_t((band ? 250 : 90) - int(noise >> 28))));
+      }
+    labels.put(char(k));
+  }
+  if (!images || !labels) throw std::runtime_error("cannot write the IDX files in " + dir);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) try {
   const std::vector<std::string> a(argv + 1, argv + argc);
@@ -61,7 +94,12 @@ int main(int argc, char** argv) try {
     std::cout << g.width << "x" << g.height << "\n";
     return 0;
   }
-  std::cerr << "usage: lenet5_testdata png DATA_DIR INDEX OUT.png | huge OUT | other OUT | check-png FILE\n";
+  if (a.size() == 2 && a[0] == "fake-fashion") {
+    write_fake(a[1], "train", 600);
+    write_fake(a[1], "t10k", 200);
+    return 0;
+  }
+  std::cerr << "usage: lenet5_testdata png DATA_DIR INDEX OUT.png | huge OUT | other OUT | check-png FILE | fake-fashion DIR\n";
   return 2;
 } catch (const std::exception& e) {
   std::cerr << "lenet5_testdata: " << e.what() << "\n";

@@ -79,7 +79,7 @@ TEST_CASE("Trainer<host> threads: bad counts are refused", "[threads]") {
   CHECK(t.threads() == 1);
 }
 
-TEST_CASE("save_weights: class names and extra metadata round trip; ctnn's keys stay", "[metadata]") {
+TEST_CASE("save_weights: class names and extra metadata round trip, ctnn's keys stay", "[metadata]") {
   TempDir dir;
   Trainer<Net, host, 4> t(2);
   const std::vector<std::string> names = {"T-shirt/top", "say \"hi\"\\"};
@@ -98,4 +98,21 @@ TEST_CASE("save_weights: class names and extra metadata round trip; ctnn's keys 
   CHECK(class_names_of({}).empty());
   CHECK_THROWS_WITH(class_names_of({{"class_names", "[1, 2]"}}), Contains("not a JSON array of strings"));
   CHECK_THROWS_WITH(weight_file_metadata(dir.file("missing.safetensors")), Contains("missing.safetensors"));
+}
+
+// A layer that says it draws random numbers per element (as Dropout does).
+struct RandomReLU : ReLU {
+  static constexpr bool draws_random = true;
+};
+
+TEST_CASE("Trainer<host> threads: a network with a random layer trains on one thread (the same bits)", "[threads]") {
+  using Drop = Network<Seq<Dense<8>, RandomReLU, Dense<2>, Softmax>, Input<1, 2, 2>>;
+  static_assert(!detail::shardable<Drop>());
+  static_assert(detail::shardable<Net>());
+  const Dataset data = stripes(64, 8);
+  Trainer<Drop, host, 32> one(4), many(4);
+  many.set_threads(4);
+  one.fit(data, options(2));
+  many.fit(data, options(2));
+  CHECK(one.parameters() == many.parameters());
 }

@@ -19,14 +19,19 @@
 //   batch at once (as with one thread), and the shards' parameter gradients are added in shard order
 //   0, 1, ..., n−1 before the optimizer step. Results are deterministic for a given n, and identical
 //   to the one-thread trainer's for n = 1; for n > 1 they differ from it by the rounding of that sum.
-//   A network with layer state (running statistics) trains on one thread whatever n is.
+//   A network with layer state (BatchNorm: batch statistics), a layer that draws random numbers per
+//   element of the batch (Dropout, or any layer declaring `static constexpr bool draws_random =
+//   true`) or a block (Residual, not looked into) trains on one thread whatever n is
+//   (detail::shardable<Net>()).
 #include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../core/normalize.hpp"
@@ -36,6 +41,30 @@
 #include "trainer.hpp"
 
 namespace ctnn {
+namespace detail {
+
+template <class L>
+constexpr bool layer_splits() {
+  if constexpr (requires { L::draws_random; })
+    if (L::draws_random) return false;
+  const std::string_view name = L::name;
+  return name != "Dropout" && name != "Residual";
+}
+
+// Whether a training step of Net may be split into shards of its batch with the same result as one
+// step up to rounding: no layer state and no layer whose arithmetic depends on a sample's position.
+template <class Net>
+constexpr bool shardable() {
+  if constexpr (BufferPlan<Net>::state_floats != 0) {
+    return false;
+  } else {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (layer_splits<typename Net::template layer_at<I>>() && ...);
+    }(std::make_index_sequence<Net::layer_count>{});
+  }
+}
+
+}  // namespace detail
 
 template <class Net, int MaxBatch, class Opt, class Loss>
   requires is_network_v<Net>
@@ -151,7 +180,7 @@ class Trainer<Net, host, MaxBatch, Opt, Loss>
     for (const Record& r : steps) {
       const int batch = int(std::min<std::size_t>(std::size_t(o.batch), n - done));
       load_batch(*train_, order.data() + done, batch);
-      if (threads_ > 1 && plan::state_floats == 0 && batch >= 2 * min_shard) {
+      if (threads_ > 1 && detail::shardable<Net>() && batch >= 2 * min_shard) {
         sharded_step(batch, StepRandom{o.seed, r.step});
       } else {
         net_.forward(input_.data(), batch, Mode::train, StepRandom{o.seed, r.step});
