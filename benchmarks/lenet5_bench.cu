@@ -39,6 +39,8 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include <ctnn/ctnn.hpp>
 #include <ctnn/io/idx.hpp>
 #include <ctnn/train/cuda_trainer.hpp>
@@ -71,98 +73,50 @@ struct Options {
   bool quick = false;
 };
 
-constexpr const char* usage =
-    "usage: lenet5_bench [--data DIR] [--batches B,B,...] [--epochs N] [--lr X] [--momentum X]\n"
-    "                    [--seed N] [--infer-runs N] [--latency-iters N] [--limit N] [--quick]\n"
-    "  --data DIR          MNIST IDX files, raw or .gz (default .data/mnist)\n"
-    "  --batches LIST      training batch sizes, each 1..1024 (default 64,256,1024)\n"
-    "  --epochs N          timed epochs after 1 warm-up epoch (default 5)\n"
-    "  --lr X --momentum X SGD (default 0.01, 0.9: as pytorch_lenet5.py)\n"
-    "  --seed N            initialisation and shuffling seed (default 0)\n"
-    "  --infer-runs N      timed inference passes over the test set (default 20)\n"
-    "  --latency-iters N   timed batch-1 forwards (default 1000)\n"
-    "  --limit N           train on the first N images only (default 0: all 60,000)\n"
-    "  --quick             smoke test: --epochs 1 --limit 2048 --infer-runs 3 --latency-iters 100\n";
-
-[[noreturn]] void bad_usage(const std::string& what) {
-  std::fprintf(stderr, "lenet5_bench: %s\n%s", what.c_str(), usage);
-  std::exit(2);
-}
-
-long parse_integer(std::string_view flag, const std::string& text, long lo, long hi) {
-  std::size_t used = 0;
-  long v = 0;
-  try {
-    v = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || v < lo || v > hi)
-    bad_usage(std::string(flag) + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-              ", got '" + text + "'");
-  return v;
-}
-
-float parse_float(std::string_view flag, const std::string& text) {
-  std::size_t used = 0;
-  float v = 0;
-  try {
-    v = std::stof(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || !(v >= 0))
-    bad_usage(std::string(flag) + " expects a number >= 0, got '" + text + "'");
-  return v;
-}
-
+// The command line, through CLI11: --help lists every option; a bad value exits with status 2.
 Options parse_options(int argc, char** argv) {
   Options o;
-  bool epochs_set = false, limit_set = false, runs_set = false, iters_set = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(usage, stdout);
-      std::exit(0);
-    }
-    if (flag == "--quick") {
-      o.quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) bad_usage(std::string(flag) + ": unknown option or missing value");
-    const std::string value = argv[++i];
-    if (flag == "--data") {
-      o.data = value;
-    } else if (flag == "--batches") {
-      o.batches.clear();
-      for (std::size_t at = 0; at <= value.size();) {
-        const std::size_t comma = std::min(value.find(',', at), value.size());
-        o.batches.push_back(int(parse_integer("--batches", value.substr(at, comma - at), 1, max_batch)));
-        at = comma + 1;
-      }
-    } else if (flag == "--epochs") {
-      o.epochs = int(parse_integer(flag, value, 1, 1000)), epochs_set = true;
-    } else if (flag == "--lr") {
-      o.lr = parse_float(flag, value);
-    } else if (flag == "--momentum") {
-      o.momentum = parse_float(flag, value);
-    } else if (flag == "--seed") {
-      o.seed = std::uint64_t(parse_integer(flag, value, 0, 1L << 62));
-    } else if (flag == "--infer-runs") {
-      o.infer_runs = int(parse_integer(flag, value, 1, 100000)), runs_set = true;
-    } else if (flag == "--latency-iters") {
-      o.latency_iters = int(parse_integer(flag, value, 1, 10000000)), iters_set = true;
-    } else if (flag == "--limit") {
-      o.limit = std::size_t(parse_integer(flag, value, 0, 1L << 31)), limit_set = true;
-    } else {
-      bad_usage("unknown option " + std::string(flag));
-    }
+  CLI::App app{"lenet5_bench: LeNet-5 training and inference timings with ctnn's CUDA backend"};
+  auto finite = CLI::Validator(
+      [](std::string& s) -> std::string {
+        float v = 0;
+        if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v < 0 || v > 10)
+          return "expected a finite number from 0 to 10, got " + s.substr(0, 24);
+        return {};
+      },
+      "0..10", "finite");
+  app.add_option("--data", o.data, "MNIST IDX files, raw or .gz")->capture_default_str();
+  app.add_option("--batches", o.batches, "training batch sizes, each 1..1024, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, max_batch))
+      ->capture_default_str();
+  auto* epochs = app.add_option("--epochs", o.epochs, "timed epochs after 1 warm-up epoch")
+                     ->check(CLI::Range(1, 1000))
+                     ->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD learning rate (as pytorch_lenet5.py)")->check(finite)->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(finite)->capture_default_str();
+  app.add_option("--seed", o.seed, "initialisation and shuffling seed")->capture_default_str();
+  auto* runs = app.add_option("--infer-runs", o.infer_runs, "timed inference passes over the test set")
+                   ->check(CLI::Range(1, 100000))
+                   ->capture_default_str();
+  auto* iters = app.add_option("--latency-iters", o.latency_iters, "timed batch-1 forwards")
+                    ->check(CLI::Range(1, 10000000))
+                    ->capture_default_str();
+  auto* limit = app.add_option("--limit", o.limit, "train on the first N images only (0: all 60,000)")
+                    ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 31))
+                    ->capture_default_str();
+  app.add_flag("--quick", o.quick, "smoke test: --epochs 1 --limit 2048 --infer-runs 3 --latency-iters 100");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    std::exit(e.get_exit_code() == 0 ? 0 : 2);
   }
   if (o.quick) {  // explicit values win over --quick's
-    if (!epochs_set) o.epochs = 1;
-    if (!limit_set) o.limit = 2048;
-    if (!runs_set) o.infer_runs = 3;
-    if (!iters_set) o.latency_iters = 100;
+    if (epochs->count() == 0) o.epochs = 1;
+    if (limit->count() == 0) o.limit = 2048;
+    if (runs->count() == 0) o.infer_runs = 3;
+    if (iters->count() == 0) o.latency_iters = 100;
   }
   return o;
 }
