@@ -262,7 +262,7 @@ std::size_t write_misclassified_png(const std::string& path, const ctnn::Dataset
   std::vector<std::size_t> wrong;
   for (std::size_t i = 0; i < data.count && i < predicted.size() && wrong.size() < limit; ++i)
     if (predicted[i] != int(data.labels[i])) wrong.push_back(i);
-  const int columns = 10, zoom = 2, side = int(data.rows), tile_w = side * zoom + 24, tile_h = side * zoom + 30;
+  const int columns = 10, zoom = 2, side = int(data.rows), tile_w = side * zoom + 44, tile_h = side * zoom + 36;
   const int rows = std::max(1, int((wrong.size() + columns - 1) / columns));
   bool named = false;
   for (std::size_t k = 0; k < names.size(); ++k) named = named || names[k] != std::to_string(k);
@@ -272,7 +272,7 @@ std::size_t write_misclassified_png(const std::string& path, const ctnn::Dataset
   if (wrong.empty()) c.text(10, 60, "none: every image is classified right", dark);
   for (std::size_t k = 0; k < wrong.size(); ++k) {
     const std::size_t i = wrong[k];
-    const int x = 10 + int(k % columns) * tile_w + 12, y = 44 + int(k / columns) * tile_h;
+    const int x = 10 + int(k % columns) * tile_w + 22, y = 44 + int(k / columns) * tile_h;
     const std::uint8_t* img = data.pixels.data() + i * data.rows * data.cols;
     for (int py = 0; py < side; ++py)
       for (int px = 0; px < int(data.cols); ++px) {
@@ -280,8 +280,7 @@ std::size_t write_misclassified_png(const std::string& path, const ctnn::Dataset
         c.fill(x + px * zoom, y + py * zoom, zoom, zoom, Rgb{v, v, v});
       }
     const std::string label = "p:" + std::to_string(predicted[i]) + " t:" + std::to_string(int(data.labels[i]));
-    c.text(x + side * zoom / 2 - Canvas::text_width(label, 1) / 2, y + side * zoom + 5, label, black, 1);
-    c.text(x + side * zoom / 2 - Canvas::text_width(label, 1) / 2 + 1, y + side * zoom + 5, label, black, 1);  // bold
+    c.text(x + side * zoom / 2 - Canvas::text_width(label) / 2, y + side * zoom + 6, label, black);
   }
   if (named) {
     const int y0 = 60 + rows * tile_h;
