@@ -4,6 +4,7 @@
 #   test      tests/gpu/test_kernel_conv.cu
 #   bench     benchmarks/conv_bench (per-layer table)
 #   sanitize  compute-sanitizer memcheck and racecheck on the conv test
+#   sass      the benchmark's machine code, gzipped
 #   ncu       Nsight Compute on one call of each conv kernel of the benchmark
 # Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
@@ -28,13 +29,18 @@ for stage in ${*:-test bench}; do
       "$build/benchmarks/conv_bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" || failed=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/gpu/gpu_test_kernel_conv" >"$out/sanitize-$tool.log" 2>&1 || failed=1
+        CTNN_QUICK=1 timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/gpu/gpu_test_kernel_conv" >"$out/sanitize-$tool.log" 2>&1 || failed=1
         echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool.log" | tail -1) $(grep -E 'passed' "$out/sanitize-$tool.log" | tail -1)"
       done ;;
+    sass)
+      cuobjdump -sass "$build/benchmarks/conv_bench" | gzip >"$out/conv_bench.sass.gz" ;;
     ncu)
-      ncu --set full -k "regex:${NCU_KERNELS:-conv}" ${NCU_ARGS:-} -o "$out/conv" "$build/benchmarks/conv_bench" 1 1 >"$out/ncu.log" 2>&1 || failed=1
+      # NCU_KERNELS: a regex on mangled names (default: every kernel of the 32->32 layer at 32x32).
+      ncu ${NCU_SECTIONS:---section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables --section InstructionStats} \
+        --kernel-name-base mangled -k "regex:${NCU_KERNELS:-ConvDimsILi32ELi32ELi32ELi32ELi3ELi1ELi1ELi1E}" -c "${NCU_COUNT:-40}" \
+        -o "$out/conv" "$build/benchmarks/conv_bench" 1 1 >"$out/ncu.log" 2>&1 || failed=1
       ncu --import "$out/conv.ncu-rep" --page details --csv >"$out/ncu.csv" 2>/dev/null
-      tail -5 "$out/ncu.log" ;;
+      tail -3 "$out/ncu.log" ;;
   esac
 done
 exit $failed

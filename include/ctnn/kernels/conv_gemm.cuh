@@ -10,8 +10,8 @@
 // into shared memory with cp.async (4-byte copies; a padded or out-of-range element is zero-filled by
 // the copy itself), three stages deep, so the gathers of the next tiles overlap the arithmetic.
 // A block owns a BM × BN tile of the result; each thread holds TM × TN accumulators and per k step
-// reads TM + TN operands from shared memory as float4 (the tiles are stored k-major and XOR-swizzled
-// so that the transposing stores of the gather hit few banks and the float4 reads none).
+// reads TM + TN operands from shared memory as float4 (the tiles are stored k-major, rows padded by
+// 4 floats so that the transposing stores of the gathers hit few banks and the float4 reads none).
 //
 // Backward data with stride S splits dX into S·S parity classes (iy mod S, ix mod S). In a class only
 // the taps with (iy + P − ky·D) divisible by S contribute, and they read dy at a fixed offset from
@@ -60,9 +60,10 @@ __device__ __forceinline__ void cp_async_wait() {
 // Thread (tr, tc) of the TR × TC thread grid owns rows ((g·TR + tr)·4 + i) and columns
 // ((h·TC + tc)·4 + j), i, j < 4, of the BM × BN tile: float4 groups strided by the thread grid, so
 // that neighbouring threads read neighbouring float4s (conflict-free) and store neighbouring columns.
-template <int BM_, int BN_, int TM_, int TN_, int BK_ = 16, int Stages_ = 3>
+template <int BM_, int BN_, int TM_, int TN_, int BK_ = 16, int Stages_ = 3, bool Swizzle_ = false>
 struct GemmTile {
   static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, BK = BK_, stages = Stages_;
+  static constexpr bool swizzle = Swizzle_;
   static constexpr int TR = BM / TM, TC = BN / TN;  // thread rows, thread columns
   static constexpr int threads = TR * TC;
   // Blocks per SM the register allocation must allow (at most 168 registers per thread): the
@@ -70,18 +71,32 @@ struct GemmTile {
   // gather's latency.
   static constexpr int min_blocks = 65536 / 168 / threads;
   static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are whole float4s");
-  static_assert(BM % 32 == 0 && BN % 32 == 0, "the swizzle permutes float4s inside 32-float rows");
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "tiles of whole warps' float4 reads");
   static_assert(BM % TM == 0 && BN % TN == 0 && threads % 32 == 0 && threads <= 256, "thread grid");
   static_assert(threads % BK == 0, "a thread keeps one k row of every tile it gathers");
   static_assert(stages >= 2, "double buffering at least");
-  static constexpr int smem_floats = stages * BK * (BM + BN);
+  // A k-major tile row holds BX + 4 floats: the gathers' transposing stores (neighbouring lanes,
+  // neighbouring k) then fall in 8 banks instead of one, and the float4 reads stay aligned. Or, with
+  // Swizzle, BX floats with the float4 groups of row kk XOR'd with kk mod 8 (same effect on the banks;
+  // measured faster for the weight gradient, whose 8 × 8 thread tile is short of registers).
+  static constexpr int AS = swizzle ? BM : BM + 4, BS = swizzle ? BN : BN + 4;  // row strides
+  static constexpr int a_floats = BK * AS, b_floats = BK * BS;
+  static constexpr int smem_floats = stages * (a_floats + b_floats);
+  // A warp covers WR × WC threads of the grid (4 × 8, or 8 × 4 when TC is not a multiple of 8), so
+  // that per k its fragment reads touch 4 or 8 distinct float4s of A and of B: one shared-memory
+  // wavefront each, where a warp spanning 2 × 16 threads needs two for B.
+  static constexpr int WC = TC % 8 == 0 && TR % 4 == 0 ? 8 : 4, WR = 32 / WC;
+  static_assert(TC % WC == 0 && TR % WR == 0, "whole warps tile the thread grid");
+  static constexpr __host__ __device__ int thread_row(int t) { return (t / 32) / (TC / WC) * WR + (t % 32) / WC; }
+  static constexpr __host__ __device__ int thread_col(int t) { return (t / 32) % (TC / WC) * WC + t % WC; }
   static_assert(smem_floats <= smem_limit_floats, "static shared memory");
 };
 
-// Element (kk, col) of a k-major tile with `BX` columns: float4 group of col XOR'd with kk mod 8.
-template <int BX>
-__device__ __forceinline__ int swizzle(int kk, int col) {
-  return kk * BX + (col ^ ((kk & 7) << 2));
+// Element (kk, col) of a k-major tile of T whose rows hold `Stride` floats.
+template <class T, int Stride>
+__device__ __forceinline__ int tile_at(int kk, int col) {
+  if constexpr (T::swizzle) return kk * Stride + (col ^ ((kk & 7) << 2));
+  else return kk * Stride + col;
 }
 
 // acc[i][j] += Σ_kk A[kk][row i] · B[kk][column j] over one BK step.
@@ -93,12 +108,12 @@ __device__ __forceinline__ void tile_multiply(const float* As, const float* Bs, 
     float a[T::TM], b[T::TN];
 #pragma unroll
     for (int g = 0; g < T::TM / 4; ++g) {
-      const float4 v = *reinterpret_cast<const float4*>(As + swizzle<T::BM>(kk, (g * T::TR + tr) * 4));
+      const float4 v = *reinterpret_cast<const float4*>(As + tile_at<T, T::AS>(kk, (g * T::TR + tr) * 4));
       a[4 * g] = v.x, a[4 * g + 1] = v.y, a[4 * g + 2] = v.z, a[4 * g + 3] = v.w;
     }
 #pragma unroll
     for (int h = 0; h < T::TN / 4; ++h) {
-      const float4 v = *reinterpret_cast<const float4*>(Bs + swizzle<T::BN>(kk, (h * T::TC + tc) * 4));
+      const float4 v = *reinterpret_cast<const float4*>(Bs + tile_at<T, T::BS>(kk, (h * T::TC + tc) * 4));
       b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
     }
 #pragma unroll
@@ -216,8 +231,8 @@ constexpr int conv_tap_table_size() {
 
 // One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, blockIdx.x).
 template <class Pb, class T>
-__device__ __forceinline__ void conv_gemm_block(float (*As)[T::BK * T::BM],  // (stages, BK, BM)
-                                                float (*Bs)[T::BK * T::BN],  // (stages, BK, BN)
+__device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (stages, BK, BM)
+                                                float (*Bs)[T::b_floats],  // (stages, BK, BN)
                                                 ConvTap* tap_s, int tab_size,  // (k), or none
                                                 const float* __restrict__ a_src, const float* __restrict__ bias,
                                                 const float* __restrict__ src, float* __restrict__ out,
@@ -233,7 +248,7 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::BK * T::BM],  // 
   static_assert(T::smem_floats <= smem_limit_floats, "the tiles fit in 48 KB of shared memory");
 
   const int columns = batch * QHW;
-  const int tr = threadIdx.x / T::TC, tc = threadIdx.x % T::TC;
+  const int tr = T::thread_row(threadIdx.x), tc = T::thread_col(threadIdx.x);
   const int q0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
   if (q0 >= columns) return;  // a smaller parity class than the grid's largest: the whole block
   const bool table = tab_size >= k_tiles * BK;
@@ -259,16 +274,17 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::BK * T::BM],  // 
     for (int j = 0; j < a_per_thread; ++j) {
       const int e = threadIdx.x + j * NT;  // (m, kk) with kk fastest: neighbours read along k
       const int kk = e % BK, m = m0 + e / BK;
-      const bool ok = e < BK * BM && m < Pb::M && k0 + kk < Kd;
-      if (e < BK * BM)
-        cp_async_f32(&As[stage][swizzle<BM>(kk, e / BK)], ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
+      const bool inside = (BK * BM) % NT == 0 || e < BK * BM;  // compile-time true when NT divides
+      const bool ok = inside && m < Pb::M && k0 + kk < Kd;
+      if (inside)
+        cp_async_f32(&As[stage][tile_at<T, T::AS>(kk, e / BK)], ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
     }
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
       const ConvTap t = tap(k0 + kk);  // the same k across the warp: a broadcast
       const bool ok = (valid >> t.r) & 1;
-      cp_async_f32(&Bs[stage][swizzle<BN>(kk, lq)], ok ? src_q + (org + t.src_off) : src, ok);
+      cp_async_f32(&Bs[stage][tile_at<T, T::BS>(kk, lq)], ok ? src_q + (org + t.src_off) : src, ok);
     }
   };
   float acc[TM][TN];
@@ -285,13 +301,16 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::BK * T::BM],  // 
     if (s < k_tiles) load_tile(s, s);
     cp_async_commit();
   }
+  int rd = 0, wr = T::stages - 1;
   for (int kt = 0; kt < k_tiles; ++kt) {
     cp_async_wait<T::stages - 2>();  // this thread's copies of tile kt have landed
     __syncthreads();                 // everyone's have, and everyone is done with tile kt − 1
     const int next = kt + T::stages - 1;
-    if (next < k_tiles) load_tile(next % T::stages, next);  // into the stage tile kt − 1 used
+    if (next < k_tiles) load_tile(wr, next);  // into the stage tile kt − 1 used
     cp_async_commit();
-    tile_multiply<T>(As[kt % T::stages], Bs[kt % T::stages], tr, tc, acc);
+    tile_multiply<T>(As[rd], Bs[rd], tr, tc, acc);
+    rd = rd + 1 == T::stages ? 0 : rd + 1;  // = kt % stages, next % stages, without divisions
+    wr = wr + 1 == T::stages ? 0 : wr + 1;
   }
   cp_async_wait<0>();
 
@@ -340,8 +359,8 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
                  int batch)
 {
   constexpr int tab = conv_tap_table_size<Pb, T>();
-  __shared__ __align__(16) float As[T::stages][T::BK * T::BM];  // (BK, BM) weights, swizzled
-  __shared__ __align__(16) float Bs[T::stages][T::BK * T::BN];  // (BK, BN) gathered source, swizzled
+  __shared__ __align__(16) float As[T::stages][T::a_floats];  // (BK, BM) weights
+  __shared__ __align__(16) float Bs[T::stages][T::b_floats];  // (BK, BN) gathered source
   __shared__ ConvTap tap_s[max_of(tab, 1)];                     // (k)
   conv_gemm_block<Pb, T>(As, Bs, tap_s, tab, a_src, bias, src, out, batch);
 }
@@ -354,7 +373,7 @@ constexpr int conv_dgrad_table_size() {
   else return t;
 }
 template <class G, class T, int I = 0>
-__device__ __forceinline__ void conv_dgrad_class(int cls, float (*As)[T::BK * T::BM], float (*Bs)[T::BK * T::BN],
+__device__ __forceinline__ void conv_dgrad_class(int cls, float (*As)[T::a_floats], float (*Bs)[T::b_floats],
                                                  ConvTap* tap_s, int tab, const float* w, const float* dy,
                                                  float* dx, int batch) {
   using Pb = ConvDgradGemm<G, I / G::S, I % G::S>;
@@ -373,8 +392,8 @@ kernel_conv_dgrad_gemm(const float* __restrict__ w,   // [Out][C][K][K]
                        int batch)
 {
   constexpr int tab = conv_dgrad_table_size<G, T>();
-  __shared__ __align__(16) float As[T::stages][T::BK * T::BM];
-  __shared__ __align__(16) float Bs[T::stages][T::BK * T::BN];
+  __shared__ __align__(16) float As[T::stages][T::a_floats];
+  __shared__ __align__(16) float Bs[T::stages][T::b_floats];
   __shared__ ConvTap tap_s[max_of(tab, 1)];
   conv_dgrad_class<G, T>(int(blockIdx.z), As, Bs, tap_s, tab, w, dy, dx, batch);
 }
@@ -404,12 +423,15 @@ void launch_conv_gemm(cudaStream_t stream, const float* a_src, const float* bias
   CTNN_CHECK_LAUNCH();
 }
 
-// Wide tile when it gives at least this many blocks (two per SM of a 132-SM H100), narrow otherwise.
+// The wide tile for 32-row problems when it gives at least this many blocks (two per SM of a 132-SM
+// H100), the narrow one otherwise. Measured on an H100 (docs/conv_kernels.md): for 64 rows the
+// narrow tile (8 × 4 per thread, 128 registers) beats the wide one (8 × 8, capped at 168 registers)
+// at every size tried; for 32 rows (4 × 8 against 4 × 4) the wide one wins on 32×32 images.
 inline constexpr long long conv_gemm_wide_min_blocks = 264;
 template <int M>
 bool conv_gemm_wide(long long columns) {
-  return ceil_div<long long>(columns, ConvGemmWide<M>::BN) * ceil_div(M, ConvGemmWide<M>::BM) >=
-         conv_gemm_wide_min_blocks;
+  return M <= 32 && ceil_div<long long>(columns, ConvGemmWide<M>::BN) * ceil_div(M, ConvGemmWide<M>::BM) >=
+                        conv_gemm_wide_min_blocks;
 }
 
 template <class Pb>
@@ -455,7 +477,7 @@ constexpr int wgrad_bn() {
 template <class G>
 struct ConvWgradGemm {
   static constexpr int BN_ = wgrad_bn<G::CKK>();
-  using Tile = GemmTile<(G::Out <= 32 ? 32 : 64), BN_, (G::Out <= 32 ? 4 : 8), (BN_ == 64 ? 4 : 8)>;
+  using Tile = GemmTile<(G::Out <= 32 ? 32 : 64), BN_, (G::Out <= 32 ? 4 : 8), (BN_ == 64 ? 4 : 8), 16, 3, true>;
   static constexpr int m_tiles = ceil_div(G::Out, Tile::BM), n_tiles = ceil_div(G::CKK, Tile::BN);
   static constexpr int E = G::Out * G::CKK + G::Out;  // floats per partial: dW, then db
   // About this many blocks in all (≈ 4 per SM of an H100), so that the gather latency hides.
@@ -491,10 +513,10 @@ kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
   static_assert(G::valid, "ctnn: invalid convolution geometry");
   static_assert(NT % BK == 0, "each thread gathers one reduction row of every tile");
 
-  __shared__ __align__(16) float As[T::stages][BK * BM];  // (BK, BM): dy, q-major, swizzled
-  __shared__ __align__(16) float Bs[T::stages][BK * BN];  // (BK, BN): x window taps, swizzled
+  __shared__ __align__(16) float As[T::stages][T::a_floats];  // (BK, BM): dy, q-major
+  __shared__ __align__(16) float Bs[T::stages][T::b_floats];  // (BK, BN): x window taps
 
-  const int tr = threadIdx.x / T::TC, tc = threadIdx.x % T::TC;
+  const int tr = T::thread_row(threadIdx.x), tc = T::thread_col(threadIdx.x);
   const int split = blockIdx.x, n0 = blockIdx.y * BN, m0 = blockIdx.z * BM;
   const int step0 = split * per_split;
   const int step_end = min_of(step0 + per_split, ceil_div(rows, BK));
@@ -514,7 +536,7 @@ kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
     for (int j = 0; j < a_per_thread; ++j) {
       const int mm = lr + j * (NT / BK), o = m0 + mm;
       const bool ok = q_ok && o < G::Out;
-      if (mm < BM) cp_async_f32(&As[stage][swizzle<BM>(kk, mm)], ok ? dyq + o * G::OHW : dy, ok);
+      if (mm < BM) cp_async_f32(&As[stage][tile_at<T, T::AS>(kk, mm)], ok ? dyq + o * G::OHW : dy, ok);
     }
     // Position q's window: its origin and which of its taps fall inside x.
     const int iy0 = (p / G::OW) * G::S - G::P, ix0 = (p % G::OW) * G::S - G::P;
@@ -527,7 +549,7 @@ kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
       if (nn < BN) {
         const ConvTap t = tap_s[nn];
         const bool ok = (valid >> t.r) & 1;
-        cp_async_f32(&Bs[stage][swizzle<BN>(kk, nn)], ok ? xq + (org + t.src_off) : x, ok);
+        cp_async_f32(&Bs[stage][tile_at<T, T::BS>(kk, nn)], ok ? xq + (org + t.src_off) : x, ok);
       }
     }
   };
@@ -548,20 +570,23 @@ kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
     if (s < nsteps) load_tile(s, step0 + s);
     cp_async_commit();
   }
+  int rd = 0, wr = T::stages - 1;
   for (int t = 0; t < nsteps; ++t) {
     cp_async_wait<T::stages - 2>();
     __syncthreads();
     const int next = t + T::stages - 1;
-    if (next < nsteps) load_tile(next % T::stages, step0 + next);
+    if (next < nsteps) load_tile(wr, step0 + next);
     cp_async_commit();
-    const float* A = As[t % T::stages];
-    tile_multiply<T>(A, Bs[t % T::stages], tr, tc, acc);
+    const float* A = As[rd];
+    tile_multiply<T>(A, Bs[rd], tr, tc, acc);
     if (sums_bias) {
 #pragma unroll
       for (int r = 0; r < BK; ++r)
 #pragma unroll
-        for (int i = 0; i < TM; ++i) bacc[i] += A[swizzle<BM>(r, tile_row<T>(i, tr))];
+        for (int i = 0; i < TM; ++i) bacc[i] += A[tile_at<T, T::AS>(r, tile_row<T>(i, tr))];
     }
+    rd = rd + 1 == T::stages ? 0 : rd + 1;
+    wr = wr + 1 == T::stages ? 0 : wr + 1;
   }
   cp_async_wait<0>();
 
