@@ -4,7 +4,7 @@
 //   RECIPE = optimizer:batch:lr:epochs[:key=value...]
 //     optimizer   sgd | nesterov | adam | adamw
 //     keys        wd=L (weight decay)  warmup=N (linear warm-up, in epochs; fractional: per batch)
-//                 smooth=E (label smoothing)  sched=cosine|constant|onecycle
+//                 smooth=E (label smoothing)  sched=cosine|constant|onecycle  math=fp32|tf32
 //
 // For each recipe and seed it trains a fresh Trainer<LeNet5, cuda, 1024> (the data resident on the GPU)
 // and prints, per seed: the final test accuracy, the seconds of training (the sum of EpochStats::seconds:
@@ -32,6 +32,7 @@ struct Recipe {
   int batch = 64, epochs = 15;
   float lr = 0.05f, wd = 0.f, smooth = 0.f, warmup = 0.f;
   std::string sched = "cosine";
+  ctnn::Math math = ctnn::Math::fp32;
 };
 
 Recipe parse(const std::string& text) {
@@ -53,6 +54,7 @@ Recipe parse(const std::string& text) {
     else if (key == "smooth") r.smooth = std::stof(value);
     else if (key == "warmup") r.warmup = std::stof(value);
     else if (key == "sched") r.sched = value;
+    else if (key == "math") r.math = value == "tf32" ? ctnn::Math::tf32 : ctnn::Math::fp32;
     else throw CLI::ValidationError("recipe", "unknown key '" + key + "'");
   }
   if (r.batch < 1 || r.batch > max_batch) throw CLI::ValidationError("recipe", "batch outside 1..1024");
@@ -77,6 +79,7 @@ void run(const Recipe& r, std::uint64_t seed, const ctnn::Dataset& train, const 
     trainer.optimizer.weight_decay = r.wd;
   }
   trainer.loss.label_smoothing = r.smooth;
+  trainer.set_math(r.math);
   ctnn::TrainOptions o;
   o.epochs = r.epochs;
   o.batch = r.batch;

@@ -10,6 +10,11 @@
 
 namespace ctnn {
 
+// The arithmetic of matrix products on the device: FP32 (the default; results comparable with the
+// host reference to FP32 rounding) or TF32 tensor cores (inputs rounded to a 10-bit mantissa, FP32
+// accumulation: several times the throughput, about 3 decimal digits per product).
+enum class Math { fp32, tf32 };
+
 struct CudaContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
@@ -20,6 +25,8 @@ struct CudaContext {
   // and such a layer uses step_key(rng_key, *step) (core/random.hpp), so a captured step needs no
   // recapture to draw new numbers.
   const std::uint64_t* step = nullptr;
+  // Matrix products in FP32 or TF32 (cuBLAS follows the handle's math mode; ctnn's own kernels read this).
+  Math math = Math::fp32;
 };
 
 namespace detail {

@@ -133,6 +133,13 @@ class CudaNetwork {
   float* grads() { return region<float>(grads_at); }
   float* state() { return region<float>(state_at); }
   float* workspace() { return region<float>(workspace_at); }
+  // FP32 (the default) or TF32 tensor-core matrix products, for the work enqueued after the call (set it
+  // before a step is captured).
+  void set_math(Math math) {
+    CTNN_CUBLAS_CHECK(cublasSetMathMode(ctx_.blas, math == Math::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    ctx_.math = math;
+  }
+  Math math() const { return ctx_.math; }
   // Where layers that draw random numbers find the training step's number and the run's seed (see
   // CudaContext::step); set by the trainer before it captures a step.
   void set_random(const std::uint64_t* device_step, std::uint64_t seed) {

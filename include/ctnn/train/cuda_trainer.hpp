@@ -160,6 +160,9 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   }
 
   network_type& network() { return net_; }
+  // FP32 (the default) or TF32 tensor-core matrix products for the fits, evaluations and predictions
+  // that follow.
+  void set_math(Math math) { net_.set_math(math); }
   // The nodes of the last captured training step (full batch, else the tail): its kernel launches and
   // copies.
   CudaGraph::NodeCounts step_graph_nodes() const { return step_nodes_; }
