@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ctnn/ctnn.hpp"
+#include "ctnn/layers/dropout.hpp"
 #include "ctnn/train/host_trainer.hpp"
 #include "stripes.hpp"
 #include "temp_dir.hpp"
@@ -109,6 +110,17 @@ TEST_CASE("Trainer<host> threads: a network with a random layer trains on one th
   using Drop = Network<Seq<Dense<8>, RandomReLU, Dense<2>, Softmax>, Input<1, 2, 2>>;
   static_assert(!detail::shardable<Drop>());
   static_assert(detail::shardable<Net>());
+  const Dataset data = stripes(64, 8);
+  Trainer<Drop, host, 32> one(4), many(4);
+  many.set_threads(4);
+  one.fit(data, options(2));
+  many.fit(data, options(2));
+  CHECK(one.parameters() == many.parameters());
+}
+
+TEST_CASE("Trainer<host> threads: Dropout trains on one thread, the same bits as one thread", "[threads]") {
+  using Drop = Network<Seq<Dense<8>, ReLU, Dropout<0.25f>, Dense<2>, Softmax>, Input<1, 2, 2>>;
+  static_assert(!detail::shardable<Drop>());
   const Dataset data = stripes(64, 8);
   Trainer<Drop, host, 32> one(4), many(4);
   many.set_threads(4);
