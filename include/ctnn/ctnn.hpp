@@ -21,6 +21,8 @@
 #include "layers/softmax.hpp"
 #include "network/network.hpp"
 #include "network/plan.hpp"
+#include "network/residual.hpp"
+#include "network/deploy.hpp"
 #include "network/model_card.hpp"
 #include "models/lenet5.hpp"
 #include "io/idx.hpp"

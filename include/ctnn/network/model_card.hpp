@@ -72,6 +72,21 @@ inline std::string bytes_text(std::size_t bytes) {
   return human_bytes(bytes) + " (" + grouped(bytes) + " B)";
 }
 
+// One row per layer of Net, numbered prefix + position; a block's layers (Residual: the bound layer has
+// an Inner network) follow its own row, numbered "<i>.<j>" and indented.
+template <class Net>
+void card_rows(std::vector<std::vector<std::string>>& rows, const std::string& prefix, const std::string& indent) {
+  Net::for_each_layer([&](auto index) {
+    constexpr std::size_t i = decltype(index)::value;
+    using B = typename Net::template bound_at<i>;
+    rows.push_back({prefix + std::to_string(i), indent + Net::template layer_at<i>::label(),
+                    shape_text<typename Net::template shape_at<i>>(), grouped(bound_param_count<B>()),
+                    fixed(double(B::flops) / 1e6, 3)});
+    if constexpr (requires { typename B::Inner; })
+      card_rows<typename B::Inner>(rows, prefix + std::to_string(i) + ".", indent + "  ");
+  });
+}
+
 // A network whose rules failed has been reported already: print nothing, add no error.
 template <class Net>
 inline constexpr bool card_printable_v = false;
@@ -87,14 +102,7 @@ void print_model_card(std::ostream& out, std::size_t batch) {
 
     // The table, as text first, so that every column is as wide as its widest entry.
     std::vector<std::vector<std::string>> rows{{"#", "layer", "output", "params", "MFLOP"}};
-    Net::for_each_layer([&](auto index) {
-      constexpr std::size_t i = decltype(index)::value;
-      using B = typename Net::template bound_at<i>;
-      rows.push_back({std::to_string(i), Net::template layer_at<i>::label(),
-                      detail::shape_text<typename Net::template shape_at<i>>(),
-                      detail::grouped(B::weight_count + B::bias_count),
-                      detail::fixed(double(B::flops) / 1e6, 3)});
-    });
+    detail::card_rows<Net>(rows, "", "");
     constexpr std::size_t columns = 5;
     constexpr bool right_aligned[columns] = {true, false, false, true, true};
     std::size_t width[columns] = {};

@@ -50,6 +50,14 @@ struct unbound_layer : no_params {
   static void backward(const T*, const T*, const T*, const T*, T*, T*, T*, int) {}
 };
 
+// Parameters of a bound layer: weight and bias, or param_count where the layer says (a Residual block,
+// whose weight is an inner parameter array with alignment padding).
+template <class B>
+constexpr std::size_t bound_param_count() {
+  if constexpr (requires { B::param_count; }) return B::param_count;
+  else return B::weight_count + B::bias_count;
+}
+
 template <bool Valid, class Layer, class In>
 struct bind_if { using type = unbound_layer; };
 template <class Layer, class In>
@@ -122,7 +130,7 @@ struct Network<Seq<Layers...>, Input<D...>> {
  private:
   template <std::size_t... I>
   static constexpr std::size_t param_count_of(std::index_sequence<I...>) {
-    return (std::size_t{0} + ... + (bound_at<I>::weight_count + bound_at<I>::bias_count));
+    return (std::size_t{0} + ... + detail::bound_param_count<bound_at<I>>());
   }
   template <std::size_t... I>
   static constexpr std::size_t flops_of(std::index_sequence<I...>) {

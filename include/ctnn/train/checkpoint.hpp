@@ -68,7 +68,10 @@ std::vector<FileTensor> model_tensors() {
     constexpr std::size_t i = decltype(index)::value;
     using B = typename Net::template bound_at<i>;
     const std::string prefix = "layers." + std::to_string(i) + ".";
-    if constexpr (B::weight_count > 0)
+    if constexpr (requires { B::param_tensors(); }) {  // a block (Residual): layers.<i>.<j>.weight, ...
+      for (const auto& t : B::param_tensors())
+        out.push_back({prefix + t.name, t.shape, FileTensor::params, Plan::weight_offset[i] + t.offset, t.count});
+    } else if constexpr (B::weight_count > 0)
       out.push_back({prefix + "weight", dims<typename B::weight_shape>(), FileTensor::params, Plan::weight_offset[i],
                      B::weight_count});
     if constexpr (B::bias_count > 0)
