@@ -10,7 +10,8 @@
 //   small_cnn_test_probs.bin       the test set's class probabilities (float32, [count][10])
 // and prints the accuracy of both forms, the epoch times and how far the folded model's
 // probabilities are from the model's. pytorch_compare.py loads small_cnn.safetensors into the same
-// architecture in PyTorch and compares its predictions with small_cnn_test_probs.bin.
+// architecture in PyTorch and compares its predictions with small_cnn_test_probs.bin;
+// reference_forward.py does the same without PyTorch (plain Python, PyTorch's layer definitions).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
