@@ -122,3 +122,28 @@ TEST_CASE("Residual: trains on the host", "[layers][residual][training]") {
   CHECK(h.back().loss < h.front().loss);
   CHECK(trainer.evaluate(data).accuracy > 0.9);
 }
+
+TEST_CASE("Residual, BatchNorm, Dropout: a resumed run is bitwise the straight run", "[layers][residual][checkpoint]") {
+  using R = Network<Seq<Dense<8>, BatchNorm, Residual<Seq<Dense<8>, BatchNorm, LeakyReLU<>, Dropout<0.3f>>>, Dropout<0.2f>,
+                        Dense<2>, Softmax>,
+                    Input<1, 2, 2>>;
+  ctnn_test::TempDir dir;
+  const Dataset data = ctnn::test::stripes(40, 6);
+  TrainOptions o;
+  o.batch = 8;
+  o.learning_rate = 0.1f;
+  o.epochs = 4;
+  Trainer<R, host, 8> straight(5);
+  straight.fit(data, o);
+  o.epochs = 2;
+  Trainer<R, host, 8> first(5);
+  first.fit(data, o);
+  first.save_checkpoint(dir.file("half.ckpt"));
+  Trainer<R, host, 8> resumed;
+  resumed.load_checkpoint(dir.file("half.ckpt"));
+  o.epochs = 4;
+  resumed.fit(data, o);
+  CHECK(resumed.parameters() == straight.parameters());
+  CHECK(resumed.layer_state() == straight.layer_state());
+  CHECK(resumed.layer_state()[16] == 20.0f);  // the first BatchNorm's num_batches_tracked: 4 epochs of 5
+}
