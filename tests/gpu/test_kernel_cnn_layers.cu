@@ -1,7 +1,8 @@
 // LeakyReLU, GlobalAvgPool, Dropout and BatchNorm kernels against their host references on fresh
 // random inputs, outputs poisoned first, at batch 1, an odd batch and the largest tested; then a
-// whole network with all four and one with nested Residual blocks (CudaNetwork against HostNetwork<Net, float>, training mode: the same
-// dropout mask from the same (seed, step, layer), the same batch statistics and running statistics).
+// whole network with all four, and one with nested Residual blocks (CudaNetwork against
+// HostNetwork<Net, float>, training mode: the same dropout mask from the same (seed, step, layer), the
+// same batch statistics and running statistics).
 //   bitwise: LeakyReLU, GlobalAvgPool backward, Dropout (mask, forward, backward): one float
 //            operation per element, the same on both sides.
 //   close:   GlobalAvgPool forward (float sum against the host's double), BatchNorm (both reduce in

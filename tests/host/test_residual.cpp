@@ -68,7 +68,8 @@ TEST_CASE("Residual: y = x + f(x), counts, names, model card", "[layers][residua
 
 TEST_CASE("Residual: the inner layers' random streams (host) are the device's derivation", "[layers][residual][random]") {
   for (std::uint64_t j : {0, 1, 5})
-    CHECK(detail::residual_host_key(counter_key(3, 44, 2), j) == step_key(detail::residual_device_key(layer_key(3, 2), j), 44));
+    CHECK(detail::residual_host_key(counter_key(3, 44, 2), j) ==
+          step_key(detail::residual_device_key(layer_key(3, 2), j), 44));
   // A Dropout inside a block draws the mask of stream residual_host_key(counter_key(seed, step, i), j).
   using D = Network<Seq<Dense<32>, Residual<Seq<Tanh, Dropout<0.5f>>>>, Input<4>>;
   HostNetwork<D, float> net(2, 1);
@@ -104,7 +105,8 @@ TEST_CASE("Residual: gradient check in training mode, nested blocks, BatchNorm a
   CHECK(report.max_error() < 1e-6);
 
   // A block between dense layers: the gradient reaching the first layer crosses the skip path too.
-  const auto whole = ctnn::testing::gradcheck_network<Network<Seq<Dense<6>, Residual<Seq<Dense<6>, Tanh, Dense<6>>>, Dense<3>>, Input<6>>>(2);
+  using Between = Network<Seq<Dense<6>, Residual<Seq<Dense<6>, Tanh, Dense<6>>>, Dense<3>>, Input<6>>;
+  const auto whole = ctnn::testing::gradcheck_network<Between>(2);
   INFO(whole.str());
   CHECK(whole.max_error() < 1e-6);
 }

@@ -46,8 +46,8 @@ template <class... Done>
 struct deploy_list<type_list<Done...>> { using type = Seq<Done...>; };
 template <class... Done, class A, class... Rest>
 struct deploy_list<type_list<Done...>, A, Rest...> {
-  using type = typename std::conditional_t<dropout_v<A>, deploy_list<type_list<Done...>, Rest...>,
-                                           deploy_list<type_list<Done..., typename deploy_layer<A>::type>, Rest...>>::type;
+  using kept = deploy_list<type_list<Done..., typename deploy_layer<A>::type>, Rest...>;
+  using type = typename std::conditional_t<dropout_v<A>, deploy_list<type_list<Done...>, Rest...>, kept>::type;
 };
 template <class... Done, class A, class... Rest>
   requires foldable_v<A>
@@ -103,7 +103,8 @@ constexpr std::size_t deploy_state_at(std::size_t i) {
   } else {
     std::size_t at = 0;
     Net::for_each_layer([&](auto k) {
-      if (std::size_t(decltype(k)::value) < i) at += state_count_of<typename Net::template bound_at<decltype(k)::value>>();
+      constexpr std::size_t j = decltype(k)::value;
+      if (j < i) at += state_count_of<typename Net::template bound_at<j>>();
     });
     return at;
   }

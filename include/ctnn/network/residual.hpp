@@ -230,7 +230,8 @@ struct Residual<Seq<Ls...>> : layer_tag {
             return d;
           };
           if constexpr (Bj::weight_count > 0)
-            out.push_back({prefix + "weight", dims(typename Bj::weight_shape{}), IP::weight_offset[j], Bj::weight_count});
+            out.push_back(
+                {prefix + "weight", dims(typename Bj::weight_shape{}), IP::weight_offset[j], Bj::weight_count});
           if constexpr (Bj::bias_count > 0)
             out.push_back({prefix + "bias", dims(typename Bj::bias_shape{}), IP::bias_offset[j], Bj::bias_count});
         }
