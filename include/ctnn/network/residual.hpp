@@ -37,8 +37,13 @@
 namespace ctnn {
 
 template <class S>
-struct Residual {
+struct Residual : layer_tag {
   static_assert(detail::always_false_v<S>, "ctnn: a Residual block is declared as Residual<Seq<Layers...>>");
+  // A layer whose rules fail quietly, so that the message above is the only one.
+  static constexpr const char* name = "Residual";
+  static std::string label() { return name; }
+  template <class In>
+  static constexpr bool check() { return false; }
 };
 
 // One parameter tensor of a composite layer, relative to the layer's weight: "0.weight", ...
