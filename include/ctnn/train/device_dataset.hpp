@@ -52,6 +52,9 @@ class DeviceDataset {
       // The order starts as all zeros (a valid index), so a step run before the first epoch's order
       // arrives reads sample 0 rather than garbage.
       CTNN_CUDA_CHECK(cudaMemsetAsync(base_ + order_at_, 0, n * sizeof(std::uint32_t), stream));
+      // The caller's bytes start defined too: the trainer's warm-up step before capture reads the first
+      // per-step record before the first epoch has uploaded the records.
+      if (extra_bytes) CTNN_CUDA_CHECK(cudaMemsetAsync(base_ + extra_at_, 0, extra_bytes, stream));
       CTNN_CUDA_CHECK(cudaMemcpyAsync(base_ + pixels_at_, d.pixels.data(), n * sample_size_,
                                       cudaMemcpyHostToDevice, stream));
       CTNN_CUDA_CHECK(cudaMemcpyAsync(base_ + labels_at_, d.labels.data(), n, cudaMemcpyHostToDevice, stream));
