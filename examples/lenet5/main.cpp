@@ -156,11 +156,10 @@ std::string resolve_data(const std::string& data) {
   if (has_idx(data)) return data;
   std::vector<std::string> candidates;
   if (data == "fashion-mnist" || data == "fashion")
-    candidates = {"/usr/share/fashion-mnist",          "/usr/share/dataset-fashion-mnist",
-                  "/usr/share/dataset-fashion-mnist/data/fashion", "/usr/share/fashion-mnist/data/fashion",
-                  ".data/fashion-mnist",               "data/fashion"};
+    // Debian's dataset-fashion-mnist installs /usr/share/datasets/fashion-mnist/*.gz (checked).
+    candidates = {"/usr/share/datasets/fashion-mnist", ".data/fashion-mnist", "data/fashion"};
   else if (data == "mnist")
-    candidates = {".data/mnist", "/usr/share/mnist", "/usr/share/dataset-mnist"};
+    candidates = {".data/mnist", "/usr/share/datasets/mnist"};
   for (const std::string& c : candidates)
     if (has_idx(c)) return c;
   return data;  // load_mnist names what is missing
