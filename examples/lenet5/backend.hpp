@@ -2,6 +2,7 @@
 // lenet5's two backends behind one interface: the CPU (ctnn's host trainer on several threads,
 // cpu_backend.cpp) and the GPU (ctnn's CUDA trainer, cuda_backend.cu, compiled by nvcc). main.cpp
 // is plain C++ and knows only this header.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,6 +54,44 @@ class Backend {
   virtual Model model() const = 0;
   virtual void set_model(const Model& m) = 0;
   virtual void save_weights(const std::string& path, const std::map<std::string, std::string>& extra) const = 0;
+};
+
+// What both backends do the same way, over their Trainer type T (host or CUDA).
+template <class T, int MaxBatch>
+class TrainerBackend : public Backend {
+ public:
+  explicit TrainerBackend(std::uint64_t seed) : trainer_(seed) {}
+  int max_batch() const override { return MaxBatch; }
+  std::vector<ctnn::EpochStats> fit(const ctnn::Dataset& train, const ctnn::TrainOptions& o, const ctnn::Dataset* test,
+                                    const SgdOptions& sgd) override {
+    trainer_.optimizer.momentum = sgd.momentum;
+    trainer_.optimizer.weight_decay = sgd.weight_decay;
+    return trainer_.fit(train, o, test);
+  }
+  void stop() override { trainer_.stop(); }
+  std::vector<float> predict(const std::uint8_t* images, std::size_t count) override {
+    std::vector<float> out;
+    out.reserve(count * classes);
+    for (std::size_t done = 0; done < count;) {  // Trainer::predict takes an int count
+      const std::size_t n = std::min<std::size_t>(count - done, std::size_t{1} << 20);
+      const std::vector<float> p = trainer_.predict(images + done * pixels, int(n));
+      out.insert(out.end(), p.begin(), p.end());
+      done += n;
+    }
+    return out;
+  }
+  Model model() const override { return {trainer_.parameters(), trainer_.layer_state(), trainer_.mean(), trainer_.stddev()}; }
+  void set_model(const Model& m) override {
+    trainer_.set_parameters(m.params);
+    trainer_.set_layer_state(m.state);
+    trainer_.set_normalization(m.mean, m.std);
+  }
+  void save_weights(const std::string& path, const std::map<std::string, std::string>& extra) const override {
+    trainer_.save_weights(path, extra);
+  }
+
+ protected:
+  T trainer_;
 };
 
 // The CPU backend with `threads` threads (results deterministic for a given count), initial weights

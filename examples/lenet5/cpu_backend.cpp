@@ -14,44 +14,15 @@ namespace {
 
 using HostTrainer = ctnn::Trainer<Net, ctnn::host, cpu_max_batch>;
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public TrainerBackend<HostTrainer, cpu_max_batch> {
  public:
-  CpuBackend(std::uint64_t seed, int threads) : trainer_(seed), threads_(threads) { trainer_.set_threads(threads); }
+  CpuBackend(std::uint64_t seed, int threads) : TrainerBackend<HostTrainer, cpu_max_batch>(seed), threads_(threads) {
+    trainer_.set_threads(threads);
+  }
   std::string description() const override {
     return "CPU (host backend, " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
   }
-  int max_batch() const override { return cpu_max_batch; }
-  std::vector<ctnn::EpochStats> fit(const ctnn::Dataset& train, const ctnn::TrainOptions& o, const ctnn::Dataset* test,
-                                    const SgdOptions& sgd) override {
-    trainer_.optimizer.momentum = sgd.momentum;
-    trainer_.optimizer.weight_decay = sgd.weight_decay;
-    return trainer_.fit(train, o, test);
-  }
-  void stop() override { trainer_.stop(); }
-  std::vector<float> predict(const std::uint8_t* images, std::size_t count) override {
-    std::vector<float> out;
-    out.reserve(count * classes);
-    // predict takes an int count: a few million images at a time.
-    for (std::size_t done = 0; done < count;) {
-      const std::size_t n = std::min<std::size_t>(count - done, std::size_t{1} << 22);
-      const std::vector<float> p = trainer_.predict(images + done * pixels, int(n));
-      out.insert(out.end(), p.begin(), p.end());
-      done += n;
-    }
-    return out;
-  }
-  Model model() const override { return {trainer_.parameters(), trainer_.layer_state(), trainer_.mean(), trainer_.stddev()}; }
-  void set_model(const Model& m) override {
-    trainer_.set_parameters(m.params);
-    trainer_.set_layer_state(m.state);
-    trainer_.set_normalization(m.mean, m.std);
-  }
-  void save_weights(const std::string& path, const std::map<std::string, std::string>& extra) const override {
-    trainer_.save_weights(path, extra);
-  }
-
  private:
-  HostTrainer trainer_;
   int threads_;
 };
 

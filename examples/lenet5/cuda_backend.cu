@@ -31,42 +31,14 @@ std::string device_description() {
   return p.name + std::string(buf);
 }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public TrainerBackend<CudaTrainer, cuda_max_batch> {
  public:
-  CudaBackend(std::uint64_t seed, std::string device) : device_(std::move(device)), trainer_(seed) {}
+  CudaBackend(std::uint64_t seed, std::string device)
+      : TrainerBackend<CudaTrainer, cuda_max_batch>(seed), device_(std::move(device)) {}
   std::string description() const override { return device_; }
-  int max_batch() const override { return cuda_max_batch; }
-  std::vector<ctnn::EpochStats> fit(const ctnn::Dataset& train, const ctnn::TrainOptions& o, const ctnn::Dataset* test,
-                                    const SgdOptions& sgd) override {
-    trainer_.optimizer.momentum = sgd.momentum;
-    trainer_.optimizer.weight_decay = sgd.weight_decay;
-    return trainer_.fit(train, o, test);
-  }
-  void stop() override { trainer_.stop(); }
-  std::vector<float> predict(const std::uint8_t* images, std::size_t count) override {
-    std::vector<float> out;
-    out.reserve(count * classes);
-    for (std::size_t done = 0; done < count;) {
-      const std::size_t n = std::min<std::size_t>(count - done, std::size_t{1} << 20);
-      const std::vector<float> p = trainer_.predict(images + done * pixels, int(n));
-      out.insert(out.end(), p.begin(), p.end());
-      done += n;
-    }
-    return out;
-  }
-  Model model() const override { return {trainer_.parameters(), trainer_.layer_state(), trainer_.mean(), trainer_.stddev()}; }
-  void set_model(const Model& m) override {
-    trainer_.set_parameters(m.params);
-    trainer_.set_layer_state(m.state);
-    trainer_.set_normalization(m.mean, m.std);
-  }
-  void save_weights(const std::string& path, const std::map<std::string, std::string>& extra) const override {
-    trainer_.save_weights(path, extra);
-  }
 
  private:
   std::string device_;
-  CudaTrainer trainer_;
 };
 
 }  // namespace

@@ -42,13 +42,6 @@ inline void check_size(const char* what, std::size_t got, std::size_t expected, 
                                 std::to_string(expected) + " (" + name + ")");
 }
 
-template <class S>
-std::vector<std::int64_t> dims() {
-  std::vector<std::int64_t> d;
-  for (std::size_t k = 0; k < S::rank; ++k) d.push_back(S::dims[k]);
-  return d;
-}
-
 // One tensor of a file and where its values live in the trainer's arrays.
 struct FileTensor {
   std::string name;
@@ -72,10 +65,10 @@ std::vector<FileTensor> model_tensors() {
       for (const auto& t : B::param_tensors())
         out.push_back({prefix + t.name, t.shape, FileTensor::params, Plan::weight_offset[i] + t.offset, t.count});
     } else if constexpr (B::weight_count > 0)
-      out.push_back({prefix + "weight", dims<typename B::weight_shape>(), FileTensor::params, Plan::weight_offset[i],
+      out.push_back({prefix + "weight", io::detail::safetensors::dims_of<typename B::weight_shape>(), FileTensor::params, Plan::weight_offset[i],
                      B::weight_count});
     if constexpr (B::bias_count > 0)
-      out.push_back({prefix + "bias", dims<typename B::bias_shape>(), FileTensor::params, Plan::bias_offset[i],
+      out.push_back({prefix + "bias", io::detail::safetensors::dims_of<typename B::bias_shape>(), FileTensor::params, Plan::bias_offset[i],
                      B::bias_count});
     std::size_t at = Plan::state_offset[i];
     for (const StateTensor& s : state_tensors_of<B>()) {

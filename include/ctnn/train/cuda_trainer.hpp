@@ -67,6 +67,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
  public:
   using network_type = CudaNetwork<Net, MaxBatch>;
   using Loop::grad_layer;
+  using Loop::predict;  // predict(const std::uint8_t* pixels, int count): raw pixels
   using Loop::input_size;
   using Loop::outputs;
   using typename Loop::Record;
@@ -125,13 +126,6 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
       done += batch;
     }
     return out;
-  }
-  // The same for raw uint8 pixels, normalised with mean() and stddev().
-  std::vector<float> predict(const std::uint8_t* pixels, int count) {
-    if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
-    std::vector<float> x(std::size_t(count) * input_size);
-    if (count > 0) normalize_pixels(pixels, x.size(), this->mean(), this->stddev(), x.data());
-    return predict(x.data(), count);
   }
 
   // Parameters in BufferPlan layout: BufferPlan<Net>::param_floats floats. Copied from the GPU.

@@ -81,6 +81,7 @@ class Trainer<Net, host, MaxBatch, Opt, Loss>
 
  public:
   using Loop::grad_layer;
+  using Loop::predict;  // predict(const std::uint8_t* pixels, int count): raw pixels
   using Loop::input_size;
   using Loop::outputs;
   using typename Loop::Record;
@@ -132,13 +133,6 @@ class Trainer<Net, host, MaxBatch, Opt, Loss>
       }
     });
     return out;
-  }
-  // The same for raw uint8 pixels, normalised here with mean() and stddev().
-  std::vector<float> predict(const std::uint8_t* pixels, int count) {
-    if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
-    std::vector<float> x(std::size_t(count) * input_size);
-    if (count > 0) normalize_pixels(pixels, x.size(), this->mean(), this->stddev(), x.data());
-    return predict(x.data(), count);
   }
 
   // Parameters in BufferPlan layout: BufferPlan<Net>::param_floats floats, each tensor at its offset.

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../core/dataset.hpp"
+#include "../core/normalize.hpp"
 #include "../core/random.hpp"
 #include "trainer.hpp"
 
@@ -88,6 +89,15 @@ class TrainingLoop {
       throw std::invalid_argument("ctnn: normalisation needs a finite mean and a std > 0");
     mean_ = mean, std_ = std;
   }
+  // The network's outputs for `count` raw uint8 images, normalised here with mean() and stddev(); the
+  // backend's predict(const float*, int) runs them.
+  std::vector<float> predict(const std::uint8_t* pixels, int count) {
+    if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
+    std::vector<float> x(std::size_t(count) * input_size);
+    if (count > 0) normalize_pixels(pixels, x.size(), mean_, std_, x.data());
+    return self().predict(static_cast<const float*>(x.data()), count);
+  }
+
   // Ends fit after the epoch in progress (callable from on_epoch or on_batch).
   void stop() { stop_ = true; }
 
