@@ -15,7 +15,7 @@
 
 Layer positions are ctnn's: each ctnn layer is one entry of an nn.Sequential (ctnn's Dense flattens
 its input itself, so GlobalAvgPool here returns [N, C] directly; ctnn's Softmax, the last layer, is
-applied in forward()). Needs torch, safetensors and numpy; uses CUDA when available.
+applied in forward()). Needs torch and numpy (safetensors when installed, else a built-in reader); uses CUDA when available.
 """
 import argparse
 import gzip
@@ -27,7 +27,26 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
-from safetensors.torch import load_file
+
+try:
+    from safetensors.torch import load_file
+except ImportError:  # the format is simple enough to read by hand: u64 header size, JSON header, data
+    import json
+
+    def load_file(path):
+        with open(path, "rb") as f:
+            blob = f.read()
+        size = struct.unpack("<Q", blob[:8])[0]
+        header = json.loads(blob[8:8 + size])
+        header.pop("__metadata__", None)
+        dtypes = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32, "U8": np.uint8}
+        tensors = {}
+        for name, t in header.items():
+            begin, end = t["data_offsets"]
+            data = np.frombuffer(blob, dtype=dtypes[t["dtype"]], count=(end - begin) // np.dtype(dtypes[t["dtype"]]).itemsize,
+                                 offset=8 + size + begin)
+            tensors[name] = torch.from_numpy(data.reshape(t["shape"]).copy())
+        return tensors
 
 MEAN, STD = 0.1307, 0.3081
 

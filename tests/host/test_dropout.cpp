@@ -49,6 +49,26 @@ TEST_CASE("Dropout: the mask is the counter-based formula, kept values scaled, e
   CHECK(Dropout<0.25f>::label() == "Dropout 0.25");
 }
 
+TEST_CASE("Dropout: a step split into shards draws the mask of the whole step (first_sample)", "[layers][dropout]") {
+  using Net = Network<Seq<Dense<16>, Dropout<0.5f>>, Input<3>>;
+  HostNetwork<Net, float> whole(12, 3), shard(12, 3);
+  Random rng(8);
+  std::vector<float> x(12 * 3);
+  for (float& v : x) v = float(rng.uniform(-1, 1));
+  const float* y = whole.forward(x.data(), 12, Mode::train, StepRandom{2, 7});
+  const std::vector<float> expect(y, y + 12 * 16);
+  std::vector<float> got;
+  for (int first : {0, 5}) {  // samples 0-4, then 5-11
+    const int count = first == 0 ? 5 : 7;
+    const float* part = shard.forward(x.data() + first * 3, count, Mode::train, StepRandom{2, 7, std::uint64_t(first)});
+    got.insert(got.end(), part, part + count * 16);
+  }
+  CHECK(got == expect);
+  // Without first_sample the second shard would repeat the first shard's mask instead.
+  const float* restart = shard.forward(x.data() + 5 * 3, 7, Mode::train, StepRandom{2, 7});
+  CHECK(std::vector<float>(restart, restart + 7 * 16) != std::vector<float>(expect.begin() + 5 * 16, expect.end()));
+}
+
 TEST_CASE("Dropout: gradient check in training mode (fixed mask) and through a network", "[layers][dropout][gradcheck]") {
   const auto layer = ctnn::testing::gradcheck_full_layer<Dropout<0.4f>::bind<Shape<3, 4, 5>>>(3, Mode::train, 11);
   INFO(layer.str());

@@ -22,12 +22,13 @@ kernel_dropout_forward(const float* __restrict__ x,        // [n]
                        float* __restrict__ mask,           // [n]: 0 or 1 / (1 − P), kept for backward
                        const std::uint64_t* __restrict__ step,  // the training step (one value)
                        std::uint64_t layer_key,            // layer_key(seed, layer)
+                       std::size_t first,                  // counter of element 0: first_sample · size
                        std::size_t n)
 {
   const std::size_t i = std::size_t(blockIdx.x) * dropout_threads + threadIdx.x;
   if (i >= n) return;
   const std::uint64_t key = step_key(layer_key, *step);
-  const float m = dropout_math<P>::template mask<float>(key, i);
+  const float m = dropout_math<P>::template mask<float>(key, first + i);
   mask[i] = m;
   y[i] = x[i] * m;
 }
@@ -61,7 +62,8 @@ struct cuda_layer<Dropout<P>, In> {
       throw std::invalid_argument("ctnn: Dropout in training mode needs the step number in device memory "
                                   "(CudaContext::step; the CUDA trainer sets it with CudaNetwork::set_random)");
     kernels::kernel_dropout_forward<P><<<kernels::grid_for(n, kernels::dropout_threads), kernels::dropout_threads, 0,
-                                         ctx.stream>>>(a.x, a.y, a.saved, ctx.step, a.rng_key, n);
+                                         ctx.stream>>>(a.x, a.y, a.saved, ctx.step, a.rng_key,
+                                         std::size_t(a.first_sample) * size, n);
     CTNN_CHECK_LAUNCH();
   }
   static void backward(const CudaContext& ctx, const BackwardArgs<float>& a) {

@@ -1,9 +1,10 @@
 #pragma once
 // Dropout<P> (default 0.5f): inverted dropout. In training each element is kept with probability
 // 1 − P and scaled by 1 / (1 − P), or zeroed; in evaluation the layer is the identity (PyTorch's
-// nn.Dropout). Element i of a batch (i = sample·size + k) is dropped when
-// counter_uniform(key, i) < P, key being the layer's stream for the step (core/random.hpp): the
-// mask is a pure function of (seed, step, layer, i), the same on the host and the device, and a
+// nn.Dropout). Element k of sample m of a step (i = m·size + k, m counted from the step's first
+// sample, ForwardArgs::first_sample) is dropped when counter_uniform(key, i) < P, key being the
+// layer's stream for the step (core/random.hpp): the mask is a pure function of (seed, step, layer,
+// i), the same on the host and the device, however a step's batch is split into shards, and a
 // resumed run draws the mask of the step it resumes at. The mask (0 or the scale) is saved for
 // backward: dx = dy · mask.
 #include <array>
@@ -57,8 +58,9 @@ struct Dropout : layer_tag, no_params {
         for (std::size_t i = 0; i < n; ++i) a.y[i] = a.x[i];
         return;
       }
+      const std::size_t first = std::size_t(a.first_sample) * in_size;
       for (std::size_t i = 0; i < n; ++i) {
-        a.saved[i] = dropout_math<P>::template mask<T>(a.rng_key, i);
+        a.saved[i] = dropout_math<P>::template mask<T>(a.rng_key, first + i);
         a.y[i] = a.x[i] * a.saved[i];
       }
     }

@@ -266,6 +266,7 @@ struct Residual<Seq<Ls...>> : layer_tag {
       f.saved = saved_size_of<inner_at<j>>() ? a.saved + inner_saved_at(j, a.batch) : nullptr;
       f.batch = a.batch;
       f.mode = a.mode;
+      f.first_sample = a.first_sample;
       return f;
     }
     // Inner layer j's backward arguments; dy and dx are set by the caller.

@@ -19,17 +19,17 @@
 //   batch at once (as with one thread), and the shards' parameter gradients are added in shard order
 //   0, 1, ..., n−1 before the optimizer step. Results are deterministic for a given n, and identical
 //   to the one-thread trainer's for n = 1; for n > 1 they differ from it by the rounding of that sum.
-//   A network with layer state (BatchNorm: batch statistics), a layer that draws random numbers per
-//   element of the batch (Dropout, or any layer declaring `static constexpr bool draws_random =
-//   true`) or a block (Residual, not looked into) trains on one thread whatever n is
-//   (detail::shardable<Net>()).
+//   A network with layer state (BatchNorm: batch statistics) or a layer that draws random numbers
+//   per element without counting from ForwardArgs::first_sample (a layer declaring `static constexpr
+//   bool draws_random = true`; Dropout counts from it, so a shard draws its own part of the step's
+//   mask) trains on one thread whatever n is (detail::shardable<Net>()). A Residual block shards when
+//   every layer inside it does.
 #include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -44,11 +44,19 @@ namespace ctnn {
 namespace detail {
 
 template <class L>
+struct layer_splits_rule {
+  static constexpr bool value = [] {
+    if constexpr (requires { L::draws_random; }) return !L::draws_random;
+    return true;
+  }();
+};
+template <class... Ls>
+struct layer_splits_rule<Residual<Seq<Ls...>>> {
+  static constexpr bool value = (layer_splits_rule<Ls>::value && ...);
+};
+template <class L>
 constexpr bool layer_splits() {
-  if constexpr (requires { L::draws_random; })
-    if (L::draws_random) return false;
-  const std::string_view name = L::name;
-  return name != "Dropout" && name != "Residual";
+  return layer_splits_rule<L>::value;
 }
 
 // Whether a training step of Net may be split into shards of its batch with the same result as one
