@@ -162,17 +162,21 @@ struct DeployedParameters {
 
 template <class Net>
 DeployedParameters fold_batchnorm(const std::vector<float>& params, const std::vector<float>& state) {
-  static_assert(is_network_v<Net>, "ctnn: fold_batchnorm takes a Network<Seq<...>, Input<...>>");
-  using Plan = BufferPlan<Net>;
-  using DPlan = BufferPlan<Deploy<Net>>;
-  if (params.size() != Plan::param_floats || state.size() != Plan::state_floats)
-    throw std::invalid_argument("ctnn: fold_batchnorm got " + std::to_string(params.size()) + " parameters and " +
-                                std::to_string(state.size()) + " state floats, expected " +
-                                std::to_string(Plan::param_floats) + " and " + std::to_string(Plan::state_floats) +
-                                " (BufferPlan::param_floats, state_floats)");
-  DeployedParameters out{std::vector<float>(DPlan::param_floats, 0.f), std::vector<float>(DPlan::state_floats, 0.f)};
-  detail::fold_network<Net, true>(params.data(), state.data(), out.params.data(), out.state.data());
-  return out;
+  if constexpr (!is_network_v<Net>) {
+    static_assert(is_network_v<Net>, "ctnn: fold_batchnorm takes a Network<Seq<...>, Input<...>>");
+    return {};  // after the one error, nothing else is instantiated
+  } else {
+    using Plan = BufferPlan<Net>;
+    using DPlan = BufferPlan<Deploy<Net>>;
+    if (params.size() != Plan::param_floats || state.size() != Plan::state_floats)
+      throw std::invalid_argument("ctnn: fold_batchnorm got " + std::to_string(params.size()) + " parameters and " +
+                                  std::to_string(state.size()) + " state floats, expected " +
+                                  std::to_string(Plan::param_floats) + " and " + std::to_string(Plan::state_floats) +
+                                  " (BufferPlan::param_floats, state_floats)");
+    DeployedParameters out{std::vector<float>(DPlan::param_floats, 0.f), std::vector<float>(DPlan::state_floats, 0.f)};
+    detail::fold_network<Net, true>(params.data(), state.data(), out.params.data(), out.state.data());
+    return out;
+  }
 }
 
 }  // namespace ctnn
