@@ -4,7 +4,8 @@
 //      same batch, for Sgd (Nesterov), Adam and AdamW: a full batch (37 = the batch size), then a tail
 //      batch (20 < 64, optimizer state carried over), then whole epochs of several batches (the same
 //      shuffle on both backends); epoch loss and accuracy agree; evaluate and predict agree;
-//   2. a run resumed from a checkpoint in a fresh trainer ends with the same bits as the straight run;
+//   2. a run resumed from a checkpoint in a fresh trainer ends with the same bits as the straight run,
+//      also for a network with BatchNorm, Dropout and a Residual block (layer state, per-step masks);
 //   3. bad input (batch out of range, images of the wrong shape, labels out of range) is refused
 //      with a clear std::invalid_argument;
 //   4. LeNet-5, one epoch on the 60,000 MNIST training images, reaches >= 97% test accuracy.
@@ -43,6 +44,12 @@ using namespace ctnn;
 using Smooth = Network<Seq<Conv<6, 3, Stride<2>, Pad<1>>, Tanh, AvgPool<2>,
                            Dense<32>, Sigmoid,
                            Dense<10>, Softmax>,
+                       Input<3, 16, 16>>;
+// Every layer with state or random numbers, inside a Residual block too: the resume test also covers
+// BatchNorm's running statistics and Dropout's per-step masks.
+using Modern = Network<Seq<Conv<16, 3, Pad<1>>, BatchNorm, LeakyReLU<>,
+                           Residual<Seq<Conv<16, 3, Pad<1>>, BatchNorm, ReLU, Dropout<0.1f>, Conv<16, 3, Pad<1>>>>,
+                           Pool<2>, GlobalAvgPool, Dropout<0.25f>, Dense<10>, Softmax>,
                        Input<3, 16, 16>>;
 using LeNet5 = models::LeNet5;
 
@@ -178,8 +185,8 @@ void test_steps_match_host() {
 }
 
 // Four epochs straight, or two (stopped from on_epoch), a checkpoint, and a fresh trainer that loads
-// it and trains on to four: the same bits on the GPU.
-template <class Opt>
+// it and trains on to four: the same bits on the GPU (parameters, layer state, optimizer state).
+template <class Opt, class Net = Smooth>
 void test_resume() {
   const Dataset data = random_dataset(150, 3, 16, 16, 301);
   TrainOptions opt;
@@ -188,10 +195,11 @@ void test_resume() {
   opt.learning_rate = std::is_same_v<Opt, Sgd> ? 0.05f : 0.005f;
   opt.schedule = LrSchedule::cosine;
   opt.stop_when_stuck = false;  // random labels
-  Trainer<Smooth, ctnn::cuda, 64, Opt> straight(3);
+  const std::string name = std::string(Opt::name) + (std::is_same_v<Net, Smooth> ? "" : " (BatchNorm, Dropout, Residual)");
+  Trainer<Net, ctnn::cuda, 64, Opt> straight(3);
   straight.fit(data, opt);
 
-  Trainer<Smooth, ctnn::cuda, 64, Opt> first(3);
+  Trainer<Net, ctnn::cuda, 64, Opt> first(3);
   TrainOptions stop_at_2 = opt;
   stop_at_2.on_epoch = [&](const EpochStats& s) {
     if (s.epoch == 2) first.stop();
@@ -201,16 +209,22 @@ void test_resume() {
   const int fd = mkstemp(path);
   if (fd >= 0) close(fd);
   first.save_checkpoint(path);
-  Trainer<Smooth, ctnn::cuda, 64, Opt> resumed(99);
+  Trainer<Net, ctnn::cuda, 64, Opt> resumed(99);
   resumed.load_checkpoint(path);
   std::remove(path);
   const std::vector<EpochStats> rest = resumed.fit(data, opt);
   const std::vector<float> a = straight.parameters(), b = resumed.parameters();
   const std::vector<float> sa = straight.optimizer_state(), sb = resumed.optimizer_state();
-  check(rest.size() == 2 && rest[0].epoch == 3, std::string(Opt::name) + ": the resumed fit trains epochs 3 and 4");
-  check(a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0 &&
-            sa.size() == sb.size() && std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)) == 0,
-        std::string(Opt::name) + ": resumed run's parameters and optimizer state equal the straight run's, bit for bit");
+  const std::vector<float> la = straight.layer_state(), lb = resumed.layer_state();
+  auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  check(rest.size() == 2 && rest[0].epoch == 3, name + ": the resumed fit trains epochs 3 and 4");
+  check(same_bits(a, b) && same_bits(sa, sb) && same_bits(la, lb),
+        name + ": resumed run's parameters, layer state and optimizer state equal the straight run's, bit for bit");
+  if constexpr (!std::is_same_v<Net, Smooth>)
+    check(la.size() == BufferPlan<Net>::state_floats && la.size() > 0,
+          name + ": the network's layer state (BatchNorm's running statistics) was compared");
 }
 
 template <class F>
@@ -294,6 +308,8 @@ int main() {
                             std::pair{"Adam steps match the host", &test_steps_match_host<Adam>},
                             std::pair{"AdamW steps match the host", &test_steps_match_host<AdamW>},
                             std::pair{"Sgd resume", &test_resume<Sgd>}, std::pair{"Adam resume", &test_resume<Adam>},
+                            std::pair{"Sgd resume, modern layers", &test_resume<Sgd, Modern>},
+                            std::pair{"AdamW resume, modern layers", &test_resume<AdamW, Modern>},
                             std::pair{"bad input", &test_bad_input}, std::pair{"MNIST", &test_mnist}}) {
     try {
       test();
