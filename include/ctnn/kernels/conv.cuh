@@ -2,7 +2,9 @@
 // Conv on the device: cuda_layer<Conv<...>, In>, which picks for each direction (forward, backward
 // data, backward weights) between the direct kernels of conv_direct.cuh (narrow layers) and the
 // implicit-GEMM kernels of conv_gemm.cuh (layers with >= 16 input and output channels), at compile
-// time from the layer's dimensions. All of them are deterministic (no float atomics).
+// time from the layer's dimensions. With ctx.math == Math::tf32 the implicit GEMMs run on the TF32
+// tensor cores (conv_mma.cuh); the direct kernels stay FP32. All of them are deterministic (no float
+// atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
 // w [Out][C][K][K], b [Out].
@@ -14,6 +16,7 @@
 #include "../layers/conv.hpp"
 #include "conv_direct.cuh"
 #include "conv_gemm.cuh"
+#include "conv_mma.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -67,12 +70,15 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   static constexpr ConvAlgo dgrad_algo = kernels::conv_dgrad_rule<dims>();
   static constexpr ConvAlgo wgrad_algo = kernels::conv_wgrad_rule<dims>();
 
-  // Stage-1 partials of the weight-gradient reduction of the given family.
+  // Stage-1 partials of the weight-gradient reduction of the given family (for the implicit GEMM:
+  // enough for its FP32 and its TF32 kernels, the math being chosen at run time).
   template <ConvAlgo Algo>
   static constexpr std::size_t workspace_floats_for(int max_batch) {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? wgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::direct) return kernels::ConvWgrad<dims>::workspace_floats(max_batch);
-    else return kernels::ConvWgradGemm<dims>::workspace_floats(max_batch);
+    else
+      return kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
+                             kernels::ConvWgradMma<dims>::workspace_floats(max_batch));
   }
   static constexpr std::size_t workspace_floats(int max_batch) {
     return workspace_floats_for<ConvAlgo::automatic>(max_batch);
@@ -88,6 +94,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_forward_direct<dims><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
       CTNN_CHECK_LAUNCH();
+    } else if (ctx.math == Math::tf32) {
+      kernels::launch_conv_mma_auto<kernels::ConvFwdGemm<dims>>(ctx.stream, w, b, x, y, batch);
     } else {
       kernels::launch_conv_gemm_auto<kernels::ConvFwdGemm<dims>>(ctx.stream, w, b, x, y, batch);
     }
@@ -105,7 +113,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     kernels::check_batch(batch, "Conv backward");
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? dgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::implicit_gemm) {
-      kernels::launch_conv_dgrad_gemm_auto<dims>(ctx.stream, w, dy, dx, batch);
+      if (ctx.math == Math::tf32) kernels::launch_conv_dgrad_mma_auto<dims>(ctx.stream, w, dy, dx, batch);
+      else kernels::launch_conv_dgrad_gemm_auto<dims>(ctx.stream, w, dy, dx, batch);
     } else if constexpr (kernels::conv_dgrad_by_flip<dims>()) {
       using DG = kernels::ConvDgradDims<dims>;
       using Cfg = kernels::ConvDirect<DG>;
@@ -128,7 +137,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? wgrad_algo : Algo;
     kernels::check_workspace(ctx, workspace_floats_for<algo>(batch), "Conv backward", batch);
     if constexpr (algo == ConvAlgo::implicit_gemm) {
-      kernels::launch_conv_wgrad_gemm<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+      if (ctx.math == Math::tf32) kernels::launch_conv_wgrad_mma<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+      else kernels::launch_conv_wgrad_gemm<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
     } else {
       using Wg = kernels::ConvWgrad<dims>;
       if (Wg::units(batch) > 0x7fffffffLL)

@@ -55,6 +55,41 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
+// 16 bytes (4 floats; both addresses 16-byte aligned), zero-filled when !valid; L2 only (.cg).
+__device__ __forceinline__ void cp_async_f32x4(float* dst_smem, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+#else
+  *reinterpret_cast<float4*>(dst_smem) = valid ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
+}
+
+// The k loop of a cp.async pipeline `Stages` deep: load(stage, step) issues the copies of one step
+// into a stage buffer, compute(stage) consumes one. The copies of steps t+1 .. t+Stages-1 are in
+// flight while step t is computed; one __syncthreads per step (after it, every thread's copies of
+// step t have landed and every thread is done with the stage that step t + Stages − 1 overwrites).
+template <int Stages, class Load, class Compute>
+__device__ __forceinline__ void cp_async_pipeline(int steps, Load&& load, Compute&& compute) {
+  static_assert(Stages >= 2, "double buffering at least");
+#pragma unroll
+  for (int s = 0; s < Stages - 1; ++s) {
+    if (s < steps) load(s, s);
+    cp_async_commit();
+  }
+  int rd = 0, wr = Stages - 1;
+  for (int t = 0; t < steps; ++t) {
+    cp_async_wait<Stages - 2>();  // this thread's copies of step t have landed
+    __syncthreads();              // everyone's have, and everyone is done with step t − 1
+    const int next = t + Stages - 1;
+    if (next < steps) load(wr, next);  // into the stage step t − 1 used
+    cp_async_commit();
+    compute(rd);
+    rd = rd + 1 == Stages ? 0 : rd + 1;  // = t % Stages, next % Stages, without divisions
+    wr = wr + 1 == Stages ? 0 : wr + 1;
+  }
+  cp_async_wait<0>();
+}
 
 // --- Tile shape ------------------------------------------------------------------------------------
 // Thread (tr, tc) of the TR × TC thread grid owns rows ((g·TR + tr)·4 + i) and columns
@@ -144,6 +179,7 @@ struct ConvFwdGemm {
   static constexpr int OH = G::OH, OW = G::OW;               // out = y
   static constexpr int OYS = 1, OY0 = 0, OXS = 1, OX0 = 0;   // column (a, b) → out pixel
   static constexpr bool has_bias = true;
+  static constexpr bool a_rows_contiguous = true;  // a_koff(k) == k: A's rows are W's rows
   static constexpr int ty(int j) { return j * G::D; }
   static constexpr int tx(int j) { return j * G::D; }
   static constexpr int AMS = G::CKK;
@@ -184,6 +220,7 @@ struct ConvDgradGemm {
   static constexpr int OH = G::H, OW = G::W;  // out = dx
   static constexpr int OYS = G::S, OY0 = Py, OXS = G::S, OX0 = Px;
   static constexpr bool has_bias = false;
+  static constexpr bool a_rows_contiguous = false;
   static constexpr int ty(int j) { return TY::off0 - j * TY::doff; }
   static constexpr int tx(int j) { return TX::off0 - j * TX::doff; }
   static constexpr int AMS = G::KK;
@@ -229,6 +266,73 @@ constexpr int conv_tap_table_size() {
   return T::smem_floats + 4 * kpad <= smem_limit_floats ? kpad : 0;
 }
 
+// The k table as the gathers see it: entries in shared memory (filled by the block) when the kernel
+// reserved room for all k_total of them, computed in place otherwise.
+template <class Pb>
+struct ConvTapSource {
+  const ConvTap* table;
+  bool in_smem;
+  __device__ ConvTap operator()(int k) const { return in_smem ? table[k] : ConvGemmTaps<Pb>::at(k); }
+};
+// Fills the table when it fits; a __syncthreads must come between this and the first lookup.
+template <class Pb, int NT>
+__device__ __forceinline__ ConvTapSource<Pb> conv_tap_source(ConvTap* tap_s, int tab_size, int k_total) {
+  const bool in_smem = tab_size >= k_total;
+  if (in_smem)
+    for (int k = threadIdx.x; k < k_total; k += NT) tap_s[k] = ConvGemmTaps<Pb>::at(k);
+  return {tap_s, in_smem};
+}
+
+// One column q of a forward-kind problem's source matrix, decoded once per thread: its sample, its
+// window origin in the source, and which window taps fall inside the source (none past the end).
+template <class Pb>
+struct ConvColumn {
+  using Taps = ConvGemmTaps<Pb>;
+  const float* src_q;          // the column's sample in the source
+  int org;                     // window origin y·SW + x; may be negative: only valid taps are added
+  typename Taps::Mask valid;   // bit r: window tap r falls inside the source
+  __device__ ConvColumn(const float* src, int q, int columns) {
+    constexpr int QHW = Pb::QH * Pb::QW;
+    const bool q_ok = q < columns;
+    const int qn = q_ok ? q / QHW : 0, qp = q_ok ? q % QHW : 0;
+    const int y_org = (qp / Pb::QW) * Pb::YS + Pb::Y0, x_org = (qp % Pb::QW) * Pb::XS + Pb::X0;
+    valid = q_ok ? Taps::valid_taps(y_org, x_org) : 0;
+    src_q = src + std::size_t(qn) * Pb::SC * (Pb::SH * Pb::SW);
+    org = y_org * Pb::SW + x_org;
+  }
+  // Copies the column's element at tap t into dst, or zero when the tap falls outside the source
+  // (src: any valid address, not read then).
+  __device__ __forceinline__ void gather(float* dst, const ConvTap& t, const float* src) const {
+    const bool ok = (valid >> t.r) & 1;
+    cp_async_f32(dst, ok ? src_q + (org + t.src_off) : src, ok);
+  }
+};
+
+// Where column q's results go: out[conv_out_offset(q) + m·OH·OW] for row m.
+template <class Pb>
+__device__ __forceinline__ std::size_t conv_out_offset(int q) {
+  constexpr int QHW = Pb::QH * Pb::QW;
+  const int n = q / QHW, p = q % QHW;
+  const int oy = (p / Pb::QW) * Pb::OYS + Pb::OY0, ox = (p % Pb::QW) * Pb::OXS + Pb::OX0;
+  return std::size_t(n) * Pb::M * (Pb::OH * Pb::OW) + oy * Pb::OW + ox;
+}
+
+// The BM × BK slice of A at (m0, k0), element (kk, mm) copied to dst(kk, mm), zero past M or the
+// problem's k; kk is fastest across threads, so that neighbours read along a row of W.
+template <class Pb, int BM, int BK, int NT, class Dst>
+__device__ __forceinline__ void gather_a_tile(const float* __restrict__ a_src, int m0, int k0,
+                                              const ConvTapSource<Pb>& tap, Dst&& dst) {
+  constexpr int per_thread = (BK * BM + NT - 1) / NT;
+#pragma unroll
+  for (int j = 0; j < per_thread; ++j) {
+    const int e = threadIdx.x + j * NT;
+    const int kk = e % BK, m = m0 + e / BK;
+    const bool inside = (BK * BM) % NT == 0 || e < BK * BM;  // compile-time true when NT divides
+    const bool ok = inside && m < Pb::M && k0 + kk < ConvGemmTaps<Pb>::Kd;
+    if (inside) cp_async_f32(dst(kk, e / BK), ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
+  }
+}
+
 // One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, blockIdx.x).
 template <class Pb, class T>
 __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (stages, BK, BM)
@@ -237,11 +341,10 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
                                                 const float* __restrict__ a_src, const float* __restrict__ bias,
                                                 const float* __restrict__ src, float* __restrict__ out,
                                                 int batch) {
-  using Taps = ConvGemmTaps<Pb>;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, NT = T::threads;
-  constexpr int QHW = Pb::QH * Pb::QW, SHW = Pb::SH * Pb::SW, Kd = Taps::Kd;
+  constexpr int QHW = Pb::QH * Pb::QW, Kd = ConvGemmTaps<Pb>::Kd;
   constexpr int k_tiles = (Kd + BK - 1) / BK;
-  constexpr int a_per_thread = (BK * BM + NT - 1) / NT, b_rows = NT / BN;
+  constexpr int b_rows = NT / BN;
   // Preconditions
   static_assert(NT % BN == 0 && BK % b_rows == 0, "each thread gathers one column of the source tile");
   static_assert(QHW > 0 && Pb::M > 0, "a non-empty problem");
@@ -251,40 +354,18 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
   const int tr = T::thread_row(threadIdx.x), tc = T::thread_col(threadIdx.x);
   const int q0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
   if (q0 >= columns) return;  // a smaller parity class than the grid's largest: the whole block
-  const bool table = tab_size >= k_tiles * BK;
-  if (table)
-    for (int k = threadIdx.x; k < k_tiles * BK; k += NT) tap_s[k] = Taps::at(k);
-  auto tap = [&](int k) { return table ? tap_s[k] : Taps::at(k); };
-
-  // The source column this thread gathers, decoded once: its window origin, its sample, and which
-  // window taps fall inside the source (none for a column past the end).
-  const int lq = threadIdx.x % BN, lk = threadIdx.x / BN;
-  const int q = q0 + lq;
-  const bool q_ok = q < columns;
-  const int qn = q_ok ? q / QHW : 0, qp = q_ok ? q % QHW : 0;
-  const int y_org = (qp / Pb::QW) * Pb::YS + Pb::Y0, x_org = (qp % Pb::QW) * Pb::XS + Pb::X0;
-  const typename Taps::Mask valid = q_ok ? Taps::valid_taps(y_org, x_org) : 0;
-  const float* src_q = src + std::size_t(qn) * Pb::SC * SHW;
-  const int org = y_org * Pb::SW + x_org;  // may be negative: only valid taps are added to it
-  __syncthreads();                         // tap_s is ready
+  const ConvTapSource<Pb> tap = conv_tap_source<Pb, NT>(tap_s, tab_size, k_tiles * BK);
+  const int lq = threadIdx.x % BN, lk = threadIdx.x / BN;  // the source column this thread gathers
+  const ConvColumn<Pb> column(src, q0 + lq, columns);
+  __syncthreads();  // tap_s is ready
 
   auto load_tile = [&](int stage, int kt) {
     const int k0 = kt * BK;
-#pragma unroll
-    for (int j = 0; j < a_per_thread; ++j) {
-      const int e = threadIdx.x + j * NT;  // (m, kk) with kk fastest: neighbours read along k
-      const int kk = e % BK, m = m0 + e / BK;
-      const bool inside = (BK * BM) % NT == 0 || e < BK * BM;  // compile-time true when NT divides
-      const bool ok = inside && m < Pb::M && k0 + kk < Kd;
-      if (inside)
-        cp_async_f32(&As[stage][tile_at<T, T::AS>(kk, e / BK)], ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
-    }
+    gather_a_tile<Pb, BM, BK, NT>(a_src, m0, k0, tap, [&](int kk, int mm) { return &As[stage][tile_at<T, T::AS>(kk, mm)]; });
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
-      const ConvTap t = tap(k0 + kk);  // the same k across the warp: a broadcast
-      const bool ok = (valid >> t.r) & 1;
-      cp_async_f32(&Bs[stage][tile_at<T, T::BS>(kk, lq)], ok ? src_q + (org + t.src_off) : src, ok);
+      column.gather(&Bs[stage][tile_at<T, T::BS>(kk, lq)], tap(k0 + kk), src);  // the same k across the warp
     }
   };
   float acc[TM][TN];
@@ -295,24 +376,7 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = b0;
   }
-
-#pragma unroll
-  for (int s = 0; s < T::stages - 1; ++s) {
-    if (s < k_tiles) load_tile(s, s);
-    cp_async_commit();
-  }
-  int rd = 0, wr = T::stages - 1;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<T::stages - 2>();  // this thread's copies of tile kt have landed
-    __syncthreads();                 // everyone's have, and everyone is done with tile kt − 1
-    const int next = kt + T::stages - 1;
-    if (next < k_tiles) load_tile(wr, next);  // into the stage tile kt − 1 used
-    cp_async_commit();
-    tile_multiply<T>(As[rd], Bs[rd], tr, tc, acc);
-    rd = rd + 1 == T::stages ? 0 : rd + 1;  // = kt % stages, next % stages, without divisions
-    wr = wr + 1 == T::stages ? 0 : wr + 1;
-  }
-  cp_async_wait<0>();
+  cp_async_pipeline<T::stages>(k_tiles, load_tile, [&](int stage) { tile_multiply<T>(As[stage], Bs[stage], tr, tc, acc); });
 
   // Columns j of a thread come in runs of 4 consecutive q; for the forward (contiguous output rows,
   // QH·QW a multiple of 4) a run is 4 consecutive floats of one sample's plane: one float4 store.
@@ -322,9 +386,8 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
   for (int h = 0; h < TN / 4; ++h) {
     const int qc = q0 + tile_col<T>(4 * h, tc);
     if (qc >= columns) continue;
-    const int n = qc / QHW, p = qc % QHW;
     if (vec && qc + 3 < columns) {
-      float* o = out + std::size_t(n) * Pb::M * QHW + p;
+      float* o = out + conv_out_offset<Pb>(qc);
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const int m = m0 + tile_row<T>(i, tr);
@@ -337,9 +400,7 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
       for (int j = 0; j < 4; ++j) {
         const int qj = qc + j;
         if (qj >= columns) break;
-        const int nj = qj / QHW, pj = qj % QHW;
-        const int oy = (pj / Pb::QW) * Pb::OYS + Pb::OY0, ox = (pj % Pb::QW) * Pb::OXS + Pb::OX0;
-        float* o = out + std::size_t(nj) * Pb::M * (Pb::OH * Pb::OW) + oy * Pb::OW + ox;
+        float* o = out + conv_out_offset<Pb>(qj);
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
           const int m = m0 + tile_row<T>(i, tr);
@@ -365,23 +426,24 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
   conv_gemm_block<Pb, T>(As, Bs, tap_s, tab, a_src, bias, src, out, batch);
 }
 
-// Backward data, all S·S parity classes in one launch: class blockIdx.z.
-template <class G, class T, int I = 0>
-constexpr int conv_dgrad_table_size() {
-  constexpr int t = conv_tap_table_size<ConvDgradGemm<G, I / G::S, I % G::S>, T>();
-  if constexpr (I + 1 < G::S * G::S) return max_of(t, conv_dgrad_table_size<G, T, I + 1>());
-  else return t;
-}
-template <class G, class T, int I = 0>
-__device__ __forceinline__ void conv_dgrad_class(int cls, float (*As)[T::a_floats], float (*Bs)[T::b_floats],
-                                                 ConvTap* tap_s, int tab, const float* w, const float* dy,
-                                                 float* dx, int batch) {
+// Backward data, all S·S parity classes in one launch: class blockIdx.z. for_parity_class calls
+// f(std::type_identity<Pb>{}) with parity class `cls`'s problem Pb (nothing for a class without
+// columns); max_over_parity_classes is the largest f(std::type_identity<Pb>{}) over the classes (the
+// k table a kernel reserves).
+template <class G, int I = 0, class F>
+__device__ __forceinline__ void for_parity_class(int cls, F&& f) {
   using Pb = ConvDgradGemm<G, I / G::S, I % G::S>;
   if (cls == I) {
-    if constexpr (Pb::QH * Pb::QW > 0) conv_gemm_block<Pb, T>(As, Bs, tap_s, tab, w, nullptr, dy, dx, batch);
+    if constexpr (Pb::QH * Pb::QW > 0) f(std::type_identity<Pb>{});
   } else if constexpr (I + 1 < G::S * G::S) {
-    conv_dgrad_class<G, T, I + 1>(cls, As, Bs, tap_s, tab, w, dy, dx, batch);
+    for_parity_class<G, I + 1>(cls, f);
   }
+}
+template <class G, int I = 0, class F>
+constexpr int max_over_parity_classes(F f) {
+  const int v = f(std::type_identity<ConvDgradGemm<G, I / G::S, I % G::S>>{});
+  if constexpr (I + 1 < G::S * G::S) return max_of(v, max_over_parity_classes<G, I + 1>(f));
+  else return v;
 }
 
 template <class G, class T>
@@ -391,11 +453,13 @@ kernel_conv_dgrad_gemm(const float* __restrict__ w,   // [Out][C][K][K]
                        float* __restrict__ dx,        // [batch][C][H][W]
                        int batch)
 {
-  constexpr int tab = conv_dgrad_table_size<G, T>();
+  constexpr int tab = max_over_parity_classes<G>([](auto pb) { return conv_tap_table_size<typename decltype(pb)::type, T>(); });
   __shared__ __align__(16) float As[T::stages][T::a_floats];
   __shared__ __align__(16) float Bs[T::stages][T::b_floats];
   __shared__ ConvTap tap_s[max_of(tab, 1)];
-  conv_dgrad_class<G, T>(int(blockIdx.z), As, Bs, tap_s, tab, w, dy, dx, batch);
+  for_parity_class<G>(int(blockIdx.z), [&](auto pb) {
+    conv_gemm_block<typename decltype(pb)::type, T>(As, Bs, tap_s, tab, w, nullptr, dy, dx, batch);
+  });
 }
 
 // Tiles for the forward kind: BM covers the output channels (32 or 64 rows, 8 thread rows), BN the
@@ -474,17 +538,17 @@ constexpr int wgrad_bn() {
   return best;
 }
 
-template <class G>
-struct ConvWgradGemm {
-  static constexpr int BN_ = wgrad_bn<G::CKK>();
-  using Tile = GemmTile<(G::Out <= 32 ? 32 : 64), BN_, (G::Out <= 32 ? 4 : 8), (BN_ == 64 ? 4 : 8), 16, 3, true>;
-  static constexpr int m_tiles = ceil_div(G::Out, Tile::BM), n_tiles = ceil_div(G::CKK, Tile::BN);
+// The split of the weight gradient's reduction, for tiles of BM rows (of Out) and BN columns (of
+// C·K·K) reducing BK positions per step: the same rule for the FP32 and the TF32 kernels.
+template <class G, int BM, int BN, int BK>
+struct ConvWgradSplits {
+  static constexpr int m_tiles = ceil_div(G::Out, BM), n_tiles = ceil_div(G::CKK, BN);
   static constexpr int E = G::Out * G::CKK + G::Out;  // floats per partial: dW, then db
   // About this many blocks in all (≈ 4 per SM of an H100), so that the gather latency hides.
   static constexpr int target_blocks = 512;
   static constexpr int max_splits = ceil_div(target_blocks, m_tiles * n_tiles);
   // The reduction over batch·OH·OW in BK steps, cut into splits of `per_split` steps each.
-  static constexpr long long steps(int batch) { return ceil_div<long long>((long long)batch * G::OHW, Tile::BK); }
+  static constexpr long long steps(int batch) { return ceil_div<long long>((long long)batch * G::OHW, BK); }
   static constexpr long long per_split(int batch) {
     return ceil_div<long long>(steps(batch), min_of<long long>(max_splits, max_of<long long>(steps(batch), 1)));
   }
@@ -494,6 +558,57 @@ struct ConvWgradGemm {
   // An upper bound of splits(batch) for every batch <= max_batch (splits itself is not monotonic).
   static constexpr std::size_t workspace_floats(int max_batch) {
     return std::size_t(min_of<long long>(max_splits, steps(max_batch > 0 ? max_batch : 0))) * E;
+  }
+};
+
+template <class G>
+struct ConvWgradGemm : ConvWgradSplits<G, (G::Out <= 32 ? 32 : 64), wgrad_bn<G::CKK>(), 16> {
+  static constexpr int BN_ = wgrad_bn<G::CKK>();
+  using Tile = GemmTile<(G::Out <= 32 ? 32 : 64), BN_, (G::Out <= 32 ? 4 : 8), (BN_ == 64 ? 4 : 8), 16, 3, true>;
+};
+
+// The gathers of one reduction step of the weight gradient: BK positions q = (n, oy, ox), and for each
+// the values of BM output channels of dy and of BN window taps (k columns n0 ..) of x. Thread
+// kk = tid % BK owns position step·BK + kk (neighbouring threads read neighbouring pixels) and the
+// rows lr, lr + NT/BK, ... of both tiles; element (kk, row) goes to dst_a(kk, row) / dst_b(kk, row).
+template <class G, int BM, int BN, int BK, int NT>
+struct ConvWgradGather {
+  using Taps = ConvGemmTaps<ConvFwdGemm<G>>;
+  static constexpr int a_per_thread = ceil_div(BK * BM, NT), b_per_thread = ceil_div(BK * BN, NT);
+  static_assert(NT % BK == 0, "each thread gathers one reduction row of every tile");
+  const float* x;       // [batch][C][H][W]
+  const float* dy;      // [batch][Out][OH][OW]
+  const ConvTap* taps;  // (BN): the block's k columns
+  int rows, m0, kk, lr;
+  __device__ ConvWgradGather(const float* x_, const float* dy_, const ConvTap* taps_, int rows_, int m0_)
+      : x(x_), dy(dy_), taps(taps_), rows(rows_), m0(m0_), kk(threadIdx.x % BK), lr(threadIdx.x / BK) {}
+
+  template <class DstA, class DstB>
+  __device__ __forceinline__ void load(int step, DstA&& dst_a, DstB&& dst_b) const {
+    const int q = step * BK + kk;
+    const bool q_ok = q < rows;
+    const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
+    const float* dyq = dy + std::size_t(n) * G::Out * G::OHW + p;
+#pragma unroll
+    for (int j = 0; j < a_per_thread; ++j) {
+      const int mm = lr + j * (NT / BK), o = m0 + mm;
+      const bool ok = q_ok && o < G::Out;
+      if (mm < BM) cp_async_f32(dst_a(kk, mm), ok ? dyq + o * G::OHW : dy, ok);
+    }
+    // Position q's window: its origin and which of its taps fall inside x.
+    const int iy0 = (p / G::OW) * G::S - G::P, ix0 = (p % G::OW) * G::S - G::P;
+    const typename Taps::Mask valid = q_ok ? Taps::valid_taps(iy0, ix0) : 0;
+    const float* xq = x + std::size_t(n) * G::in_size;
+    const int org = iy0 * G::W + ix0;  // may be negative: only valid taps are added to it
+#pragma unroll
+    for (int j = 0; j < b_per_thread; ++j) {
+      const int nn = lr + j * (NT / BK);
+      if (nn < BN) {
+        const ConvTap t = taps[nn];
+        const bool ok = (valid >> t.r) & 1;
+        cp_async_f32(dst_b(kk, nn), ok ? xq + (org + t.src_off) : x, ok);
+      }
+    }
   }
 };
 
@@ -508,51 +623,21 @@ kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
   using Cfg = ConvWgradGemm<G>;
   using T = typename Cfg::Tile;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, NT = T::threads;
-  constexpr int a_per_thread = ceil_div(BK * BM, NT), b_per_thread = ceil_div(BK * BN, NT);
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
-  static_assert(NT % BK == 0, "each thread gathers one reduction row of every tile");
 
   __shared__ __align__(16) float As[T::stages][T::a_floats];  // (BK, BM): dy, q-major
   __shared__ __align__(16) float Bs[T::stages][T::b_floats];  // (BK, BN): x window taps
+  __shared__ ConvTap tap_s[BN];  // (BN): the block's k columns (r = K·K past C·K·K: never valid)
 
   const int tr = T::thread_row(threadIdx.x), tc = T::thread_col(threadIdx.x);
   const int split = blockIdx.x, n0 = blockIdx.y * BN, m0 = blockIdx.z * BM;
   const int step0 = split * per_split;
   const int step_end = min_of(step0 + per_split, ceil_div(rows, BK));
-  const int kk = threadIdx.x % BK, lr = threadIdx.x / BK;  // this thread's reduction row, and lane
-  using Taps = ConvGemmTaps<ConvFwdGemm<G>>;
-
-  __shared__ ConvTap tap_s[BN];  // (BN): the block's k columns (r = K·K past C·K·K: never valid)
-  for (int nn = threadIdx.x; nn < BN; nn += NT) tap_s[nn] = Taps::at(n0 + nn);
+  using Gather = ConvWgradGather<G, BM, BN, BK, NT>;
+  for (int nn = threadIdx.x; nn < BN; nn += NT) tap_s[nn] = Gather::Taps::at(n0 + nn);
   __syncthreads();
-
-  auto load_tile = [&](int stage, int step) {
-    const int q = step * BK + kk;
-    const bool q_ok = q < rows;
-    const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
-    const float* dyq = dy + std::size_t(n) * G::Out * G::OHW + p;
-#pragma unroll
-    for (int j = 0; j < a_per_thread; ++j) {
-      const int mm = lr + j * (NT / BK), o = m0 + mm;
-      const bool ok = q_ok && o < G::Out;
-      if (mm < BM) cp_async_f32(&As[stage][tile_at<T, T::AS>(kk, mm)], ok ? dyq + o * G::OHW : dy, ok);
-    }
-    // Position q's window: its origin and which of its taps fall inside x.
-    const int iy0 = (p / G::OW) * G::S - G::P, ix0 = (p % G::OW) * G::S - G::P;
-    const typename Taps::Mask valid = q_ok ? Taps::valid_taps(iy0, ix0) : 0;
-    const float* xq = x + std::size_t(n) * G::in_size;
-    const int org = iy0 * G::W + ix0;  // may be negative: only valid taps are added to it
-#pragma unroll
-    for (int j = 0; j < b_per_thread; ++j) {
-      const int nn = lr + j * (NT / BK);
-      if (nn < BN) {
-        const ConvTap t = tap_s[nn];
-        const bool ok = (valid >> t.r) & 1;
-        cp_async_f32(&Bs[stage][tile_at<T, T::BS>(kk, nn)], ok ? xq + (org + t.src_off) : x, ok);
-      }
-    }
-  };
+  const Gather gather(x, dy, tap_s, rows, m0);
 
   float acc[TM][TN];
 #pragma unroll
@@ -564,31 +649,22 @@ kernel_conv_wgrad_gemm(const float* __restrict__ x,   // [batch][C][H][W]
   for (int i = 0; i < TM; ++i) bacc[i] = 0.f;
   const bool sums_bias = blockIdx.y == 0 && tc == 0;
 
-  const int nsteps = max_of(step_end - step0, 0);
+  cp_async_pipeline<T::stages>(
+      max_of(step_end - step0, 0),
+      [&](int stage, int t) {
+        gather.load(step0 + t, [&](int kk, int mm) { return &As[stage][tile_at<T, T::AS>(kk, mm)]; },
+                    [&](int kk, int nn) { return &Bs[stage][tile_at<T, T::BS>(kk, nn)]; });
+      },
+      [&](int stage) {
+        const float* A = As[stage];
+        tile_multiply<T>(A, Bs[stage], tr, tc, acc);
+        if (sums_bias) {
 #pragma unroll
-  for (int s = 0; s < T::stages - 1; ++s) {
-    if (s < nsteps) load_tile(s, step0 + s);
-    cp_async_commit();
-  }
-  int rd = 0, wr = T::stages - 1;
-  for (int t = 0; t < nsteps; ++t) {
-    cp_async_wait<T::stages - 2>();
-    __syncthreads();
-    const int next = t + T::stages - 1;
-    if (next < nsteps) load_tile(wr, step0 + next);
-    cp_async_commit();
-    const float* A = As[rd];
-    tile_multiply<T>(A, Bs[rd], tr, tc, acc);
-    if (sums_bias) {
+          for (int r = 0; r < BK; ++r)
 #pragma unroll
-      for (int r = 0; r < BK; ++r)
-#pragma unroll
-        for (int i = 0; i < TM; ++i) bacc[i] += A[tile_at<T, T::AS>(r, tile_row<T>(i, tr))];
-    }
-    rd = rd + 1 == T::stages ? 0 : rd + 1;
-    wr = wr + 1 == T::stages ? 0 : wr + 1;
-  }
-  cp_async_wait<0>();
+            for (int i = 0; i < TM; ++i) bacc[i] += A[tile_at<T, T::AS>(r, tile_row<T>(i, tr))];
+        }
+      });
 
   float* part = partials + std::size_t(split) * Cfg::E;
 #pragma unroll
