@@ -2,7 +2,7 @@
 # The README's first command: installs dependencies, fetches MNIST, builds (Release, in build/), then
 # trains LeNet-5 with the lenet5 binary, saves it to build/lenet5.safetensors, evaluates it (test
 # accuracy and confusion matrix) and writes the report PNGs and the metrics CSV to build/report/:
-#   with a CUDA device:  on the GPU, the full training set, 15 epochs (lenet5 train --device cuda);
+#   with a CUDA device:  on the GPU, the full training set, lenet5 train's defaults (10 epochs);
 #   without one:         on the CPU (every core), the first 20,000 training images, 3 epochs, so
 #                        that it ends within a few minutes on 2 cores.
 # Usage: scripts/run.sh [lenet5 train options]     e.g. scripts/run.sh --epochs 5 --batch 128

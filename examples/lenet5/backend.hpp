@@ -29,10 +29,12 @@ struct no_device : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The SGD options lenet5 exposes.
+// The optimizer and loss options lenet5 exposes (SGD with softmax cross-entropy).
 struct SgdOptions {
   float momentum = 0.9f;
-  float weight_decay = 1e-3f;
+  bool nesterov = true;
+  float weight_decay = 5e-4f;
+  float label_smoothing = 0.1f;
 };
 
 // A trained model as plain numbers: what moves between the backends.
@@ -65,7 +67,9 @@ class TrainerBackend : public Backend {
   std::vector<ctnn::EpochStats> fit(const ctnn::Dataset& train, const ctnn::TrainOptions& o, const ctnn::Dataset* test,
                                     const SgdOptions& sgd) override {
     trainer_.optimizer.momentum = sgd.momentum;
+    trainer_.optimizer.nesterov = sgd.nesterov && sgd.momentum > 0;
     trainer_.optimizer.weight_decay = sgd.weight_decay;
+    trainer_.loss.label_smoothing = sgd.label_smoothing;
     return trainer_.fit(train, o, test);
   }
   void stop() override { trainer_.stop(); }

@@ -36,6 +36,7 @@
 
 #include "../core/normalize.hpp"
 #include "../network/host_network.hpp"
+#include "../network/residual.hpp"
 #include "checkpoint.hpp"
 #include "loop.hpp"
 #include "trainer.hpp"
