@@ -136,8 +136,12 @@ class Parser {
   void check_unique_keys(const Value& v) const {
     std::vector<std::size_t> order(v.object.size());
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return v.object[a].key < v.object[b].key; });
+    // By key, equal keys in text order. Not std::stable_sort: libstdc++ 12's calls the deprecated
+    // std::get_temporary_buffer, which clang >= 18 reports (-Wdeprecated-declarations).
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const int c = v.object[a].key.compare(v.object[b].key);
+      return c != 0 ? c < 0 : a < b;
+    });
     std::size_t first = order.size();  // index of the earliest repeated occurrence
     for (std::size_t k = 1; k < order.size(); ++k)
       if (v.object[order[k]].key == v.object[order[k - 1]].key) first = std::min(first, order[k]);
