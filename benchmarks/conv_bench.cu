@@ -1,12 +1,15 @@
 // Per-layer throughput of the convolution kernels (kernels/conv.cuh): for each layer, batch and
 // direction (forward, backward data, backward weights incl. its second reduction stage) every kernel
-// family that can run it, and the one the rule picks (marked *). Prints one table row each:
+// family that can run it, and the one the rule picks (marked *); for the implicit-GEMM layers also the
+// TF32 tensor-core kernels (conv_mma.cuh, Math::tf32: the rule's tile marked *, and tile variants).
+// Prints one table row each:
 //   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
 // Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls, then `samples` samples of
 // `reps` back-to-back calls between two CUDA events on one stream; the median sample / reps.
 // FLOPs: 2·Out·OH·OW·C·K·K per sample for each direction (the dense GEMM's count; the zero taps of
 // a padded border are counted, as everyone counts them). Peak: FP32 FMA lanes (128 per SM on Hopper)
-// × 2 × SM count × the peak clock the device reports.
+// × 2 × SM count × the peak clock the device reports; for the TF32 rows the dense TF32 tensor peak,
+// 1024 FMA per clock per SM on Hopper (H100 SXM: 495 TFLOP/s at its 1.83 GHz boost clock).
 // Usage: conv_bench [samples] [reps]      (conv_bench 1 1: one call each, for ncu)
 #include <cuda_runtime.h>
 
@@ -25,7 +28,7 @@ using namespace ctnn;
 namespace {
 
 int g_samples = 30, g_reps = 10;
-double g_peak_tflops = 0;
+double g_peak_tflops = 0, g_tf32_peak_tflops = 0;
 
 struct Buf {
   float* p = nullptr;
@@ -66,10 +69,47 @@ double time_us(cudaStream_t s, F&& launch) {
 }
 
 void row(const char* layer, int batch, const char* dir, const char* kernel, bool chosen, double us,
-         double flops) {
+         double flops, double peak) {
   const double tf = flops / (us * 1e-6) / 1e12;
-  std::printf("%-26s %5d  %-8s %-20s %c %9.1f %8.3f %8.2f %6.1f%%\n", layer, batch, dir, kernel,
-              chosen ? '*' : ' ', us, flops / 1e9, tf, 100.0 * tf / g_peak_tflops);
+  std::printf("%-26s %5d  %-8s %-22s %c %9.1f %8.3f %8.2f %6.1f%%\n", layer, batch, dir, kernel,
+              chosen ? '*' : ' ', us, flops / 1e9, tf, 100.0 * tf / peak);
+}
+
+// The TF32 kernels of a GEMM-shaped layer: through the layer (the rule's tile, *), and tile variants:
+// wide (BN 128) and narrow (BN 64), the wide tile with 4 stages or with the other warp layout, and
+// BN 32 (more blocks for small layers).
+template <class L, class In>
+void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, const Buf& b, const Buf& x,
+               const Buf& y, const Buf& dy, const Buf& dx, const Buf& dw, const Buf& db) {
+  using B = typename L::template bind<In>;
+  using Dev = cuda_layer<L, In>;
+  using G = typename Dev::dims;
+  using Fwd = kernels::ConvFwdGemm<G>;
+  using Wide = kernels::ConvMmaWide<Fwd::M>;
+  using namespace kernels;
+  CudaContext ctx = ctx32;
+  ctx.math = Math::tf32;
+  const cudaStream_t s = ctx.stream;
+  constexpr auto gemm = ConvAlgo::implicit_gemm;
+  const double flops = double(B::flops) * n, tp = g_tf32_peak_tflops;
+  auto fwd = [&](const char* k, bool chosen, auto&& f) { row(name, n, "fwd", k, chosen, time_us(s, f), flops, tp); };
+  auto dgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "dgrad", k, chosen, time_us(s, f), flops, tp); };
+  auto wgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "wgrad", k, chosen, time_us(s, f), flops, tp); };
+  fwd("tf32 mma (auto tile)", true, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+  fwd("tf32 wide 128", false, [&] { launch_conv_mma<Fwd, Wide>(s, w.p, b.p, x.p, y.p, n); });
+  fwd("tf32 narrow 64", false, [&] { launch_conv_mma<Fwd, ConvMmaNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n); });
+  fwd("tf32 wide 4 stages", false, [&] {
+    launch_conv_mma<Fwd, MmaTile<Wide::BM, Wide::BN, Wide::WM, Wide::WN, 4>>(s, w.p, b.p, x.p, y.p, n);
+  });
+  fwd("tf32 wide warps swap", false, [&] {
+    launch_conv_mma<Fwd, MmaTile<Wide::BM, Wide::BN, Wide::WM == 1 ? 2 : 1, Wide::WM == 1 ? 2 : 4>>(s, w.p, b.p, x.p,
+                                                                                                   y.p, n);
+  });
+  fwd("tf32 cols 32", false, [&] { launch_conv_mma<Fwd, MmaTile<Wide::BM, 32, 2, 2>>(s, w.p, b.p, x.p, y.p, n); });
+  dgr("tf32 mma (auto tile)", true, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+  dgr("tf32 wide 128", false, [&] { launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(s, w.p, dy.p, dx.p, n); });
+  dgr("tf32 narrow 64", false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n); });
+  wgr("tf32 mma + sum", true, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
 }
 
 template <class L, class In>
@@ -96,9 +136,10 @@ void bench(const char* name, std::initializer_list<int> batches) {
 
   for (const int n : batches) {
     const double flops = double(B::flops) * n;
-    auto fwd = [&](const char* k, bool chosen, auto&& f) { row(name, n, "fwd", k, chosen, time_us(s, f), flops); };
-    auto dgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "dgrad", k, chosen, time_us(s, f), flops); };
-    auto wgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "wgrad", k, chosen, time_us(s, f), flops); };
+    const double fp = g_peak_tflops;
+    auto fwd = [&](const char* k, bool chosen, auto&& f) { row(name, n, "fwd", k, chosen, time_us(s, f), flops, fp); };
+    auto dgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "dgrad", k, chosen, time_us(s, f), flops, fp); };
+    auto wgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "wgrad", k, chosen, time_us(s, f), flops, fp); };
     const bool fg = Dev::forward_algo == gemm, dg = Dev::dgrad_algo == gemm, wg = Dev::wgrad_algo == gemm;
     fwd("gemm(auto tile)", fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
     fwd("gemm wide 128", false, [&] {
@@ -116,6 +157,7 @@ void bench(const char* name, std::initializer_list<int> batches) {
     wgr("gemm + sum", wg, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
     if constexpr (wgrad_direct)
       wgr("direct + sum", !wg, [&] { Dev::template backward_weights_with<direct>(ctx, x.p, dy.p, dw.p, db.p, n); });
+    if constexpr (kernels::conv_gemm_shaped<G>()) tf32_rows<L, In>(name, n, ctx, w, b, x, y, dy, dx, dw, db);
   }
   CTNN_CUDA_CHECK(cudaStreamDestroy(s));
 }
@@ -132,8 +174,10 @@ int main(int argc, char** argv) {
   CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
   g_peak_tflops = 128.0 * 2 * sms * khz * 1e3 / 1e12;
-  std::printf("device: %s, %d SMs, peak clock %.0f MHz: FP32 peak %.1f TFLOP/s (128 FMA/clk/SM)\n", prop.name, sms,
-              khz / 1e3, g_peak_tflops);
+  g_tf32_peak_tflops = 1024.0 * 2 * sms * khz * 1e3 / 1e12;
+  std::printf("device: %s, %d SMs, peak clock %.0f MHz: FP32 peak %.1f TFLOP/s (128 FMA/clk/SM), dense TF32 "
+              "tensor peak %.1f TFLOP/s (1024 FMA/clk/SM; %% column of the tf32 rows)\n",
+              prop.name, sms, khz / 1e3, g_peak_tflops, g_tf32_peak_tflops);
   std::printf("median of %d samples of %d calls; * = the kernel the rule picks\n", g_samples, g_reps);
   std::printf("%-26s %5s  %-8s %-20s %c %9s %8s %8s %7s\n", "layer", "batch", "dir", "kernel", ' ', "us", "GFLOP",
               "TFLOP/s", "peak");

@@ -1,0 +1,331 @@
+// The TF32 convolution kernels (kernels/conv_mma.cuh, chosen by CudaContext::math == Math::tf32 for the
+// implicit-GEMM family) against a host reference in double on fresh random inputs, outputs poisoned
+// first: forward, backward data and backward weights + bias, both forward tiles, on the CIFAR layers,
+// strided and dilated layers, channel counts that fill no tile evenly, batch 1 and odd batches. Then a
+// training check: a small CIFAR-like network trained with TF32 stays close to the FP32 run.
+//
+// Each output is checked twice:
+//  1. Against the exact sum in double, within the bound TF32 allows: each operand is rounded to TF32
+//     (10-bit mantissa) with relative error <= 2^-11, so each product with <= 2·2^-11 + 2^-22, and the
+//     FP32 sum of K terms adds at most K·2^-24 of their magnitude:
+//       |got − ref| <= (2^-10 + 2^-21 + K·2^-24)·(|b| + Σ_k |a_k·b_k|).
+//     And the result must sit much nearer the sum of the TF32-rounded operands than the exact sum:
+//     proof that the operands went through TF32 rounding, not through an FP32 kernel.
+//  2. Against the sum in double of the operands rounded as the kernel rounds them (cvt.rna: nearest,
+//     ties away from zero), with the FP32 tolerance of the other kernel tests (close_sum): only the
+//     FP32 accumulation differs there. Bound 1 grows with K (for the weight gradient, K is batch·OH·OW)
+//     and alone would not see one missing term; this one does, and the test shows it: the same check
+//     against a reference with each output's largest term left out must fail.
+// db (row sums of dy, no TF32 rounding) is checked against the double sum with close_sum.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <stdexcept>
+#include <vector>
+
+#include <ctnn/ctnn.hpp>
+#include <ctnn/kernels/conv.cuh>
+#include <ctnn/layers/conv.hpp>
+#include <ctnn/train/cuda_trainer.hpp>
+
+#include "kernel_test.hpp"
+
+using namespace ctnn;
+using namespace ctnn_test;
+
+namespace {
+
+// CTNN_QUICK (set under compute-sanitizer, where every launch is slow): batches 1 and 3 only.
+std::vector<int> batch_list(std::initializer_list<int> batches) {
+  if (std::getenv("CTNN_QUICK")) return {1, 3};
+  return batches;
+}
+
+// x rounded to TF32 as cvt.rna.tf32.f32 does: to nearest on the 10-bit mantissa, ties away from zero.
+double tf32(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;  // sign-magnitude: adding half an ulp to the magnitude rounds ties away
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+// Per output: the exact sum, the sum with TF32 operands, the magnitude Σ|a·b| (+ |bias|), the largest
+// TF32 term, and the number of terms.
+struct Reference {
+  std::vector<double> exact, rounded, mag, largest;
+  std::vector<long long> terms;
+  explicit Reference(std::size_t n) : exact(n), rounded(n), mag(n), largest(n), terms(n) {}
+  void add(std::size_t i, float a, float b) {
+    const double t = tf32(a) * tf32(b);
+    exact[i] += double(a) * double(b);
+    rounded[i] += t;
+    mag[i] += std::fabs(double(a) * double(b));
+    if (std::fabs(t) > std::fabs(largest[i])) largest[i] = t;
+    ++terms[i];
+  }
+};
+
+// The three directions of a convolution in one pass over (n, o, oy, ox, c, ky, kx).
+template <class G>
+void host_reference(const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& x,
+                    const std::vector<float>& dy, int batch, Reference& y, Reference& dx, Reference& dw,
+                    std::vector<double>& db) {
+  for (int o = 0; o < G::Out; ++o) db[o] = 0;
+  for (int n = 0; n < batch; ++n)
+    for (int o = 0; o < G::Out; ++o)
+      for (int oy = 0; oy < G::OH; ++oy)
+        for (int ox = 0; ox < G::OW; ++ox) {
+          const std::size_t yi = ((std::size_t(n) * G::Out + o) * G::OH + oy) * G::OW + ox;
+          y.exact[yi] = y.rounded[yi] = b[o];
+          y.mag[yi] = std::fabs(double(b[o]));
+          db[o] += dy[yi];
+          for (int c = 0; c < G::C; ++c)
+            for (int ky = 0; ky < G::K; ++ky)
+              for (int kx = 0; kx < G::K; ++kx) {
+                const int iy = oy * G::S - G::P + ky * G::D, ix = ox * G::S - G::P + kx * G::D;
+                if (iy < 0 || iy >= G::H || ix < 0 || ix >= G::W) continue;
+                const std::size_t wi = ((std::size_t(o) * G::C + c) * G::K + ky) * G::K + kx;
+                const std::size_t xi = ((std::size_t(n) * G::C + c) * G::H + iy) * G::W + ix;
+                y.add(yi, w[wi], x[xi]);
+                dx.add(xi, w[wi], dy[yi]);
+                dw.add(wi, dy[yi], x[xi]);
+              }
+        }
+}
+
+std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+// close_sum's measure (kernel_test.hpp), without its report line: the worst error over its tolerance.
+double close_sum_ratio(const std::vector<float>& got, const std::vector<double>& want) {
+  double floor = 0, worst = 0;
+  for (double v : want) floor = std::max(floor, 1e-5 * std::fabs(v));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (std::max(floor, 1e-30) + 1e-4 * std::fabs(want[i])));
+  return worst;
+}
+
+// Checks 1 and 2 (see the top) of one direction.
+void check_tf32(Tally& t, const std::vector<float>& got, const Reference& ref, const char* what) {
+  double worst = 0, off_exact = 0, off_rounded = 0;  // error / bound; squared distances to the two references
+  bool finite = true;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double K = double(ref.terms[i]);
+    const double err = std::fabs(double(got[i]) - ref.exact[i]);
+    const double bound = (std::ldexp(1.0, -10) + std::ldexp(1.0, -21) + K * std::ldexp(1.0, -24)) * ref.mag[i];
+    finite = finite && std::isfinite(got[i]);
+    if (err > worst * bound) worst = err / (bound + 1e-300), at = i;
+    off_exact += err * err;
+    off_rounded += (double(got[i]) - ref.rounded[i]) * (double(got[i]) - ref.rounded[i]);
+  }
+  // TF32 rounding engaged: the result sits much nearer the sum of rounded operands than the exact sum
+  // (an FP32 kernel would sit at the exact sum, some 2^13 times nearer to it).
+  const bool bound_ok = finite && worst <= 1.0, engaged = off_rounded < 0.01 * off_exact;
+  std::printf("%s %s: max error %.3f of the TF32 bound (at %zu: got %.7g want %.7g); rms distance to the "
+              "TF32-rounded sum %.3g of that to the exact sum%s\n",
+              bound_ok && engaged ? "ok  " : "FAIL", what, worst, at, got.empty() ? 0.0 : double(got[at]),
+              got.empty() ? 0.0 : ref.exact[at], std::sqrt(off_rounded / (off_exact + 1e-300)),
+              engaged ? "" : " (no TF32 rounding seen: an FP32 path ran?)");
+  t(bound_ok && engaged);
+
+  char q[200];
+  std::snprintf(q, sizeof q, "%s, against the TF32-rounded operands' sum", what);
+  t(close_sum(got, to_float(ref.rounded), q));
+  // The same check against a reference missing each output's largest term must fail.
+  std::vector<double> missing = ref.rounded;
+  for (std::size_t i = 0; i < missing.size(); ++i) missing[i] -= ref.largest[i];
+  const double r = close_sum_ratio(got, missing);
+  std::printf("%s %s: against a reference with each output's largest term left out: %.3g of the tolerance (%s)\n",
+              r > 1 ? "ok  " : "FAIL", what, r, r > 1 ? "caught" : "NOT caught: the check is too loose");
+  t(r > 1);
+}
+
+template <class L, class In>
+void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch_init, std::uint64_t seed) {
+  const std::vector<int> batches = batch_list(batch_init);
+  using B = typename L::template bind<In>;
+  using Dev = cuda_layer<L, In>;
+  using G = typename Dev::dims;
+  using Fwd = kernels::ConvFwdGemm<G>;
+  constexpr auto gemm = ConvAlgo::implicit_gemm;
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d S=%d P=%d D=%d, TF32 (rule: forward %s)\n", name, G::C, G::H, G::W,
+              G::Out, G::OH, G::OW, G::K, G::S, G::P, G::D,
+              Dev::forward_algo == gemm ? "implicit GEMM" : "direct; GEMM forced here");
+
+  Stream stream;
+  DeviceBuffer<float> ws(Dev::template workspace_floats_for<gemm>(max_batch));
+  CudaContext ctx{stream.s, nullptr, ws.ptr, ws.n};
+  ctx.math = Math::tf32;
+  const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
+  DeviceBuffer<float> d_w(w), d_b(b), d_dw(B::weight_count), d_db(B::bias_count);
+  char what[200];
+  auto label = [&](int batch, const char* q) {
+    std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
+    return what;
+  };
+
+  for (const int batch : batches) {
+    const std::size_t nx = std::size_t(batch) * B::in_size, ny = std::size_t(batch) * B::out_size;
+    const std::vector<float> x = random_vector(nx, seed + 2 + batch), dy = random_vector(ny, seed + 3 + 7 * batch);
+    Reference y_ref(ny), dx_ref(nx), dw_ref(B::weight_count);
+    std::vector<double> db_ref(B::bias_count);
+    host_reference<G>(w, b, x, dy, batch, y_ref, dx_ref, dw_ref, db_ref);
+    DeviceBuffer<float> d_x(x), d_dy(dy), d_y(ny), d_dx(nx);
+    auto run = [&](auto&& launch, DeviceBuffer<float>& out) {
+      out.poison();
+      launch();
+      stream.sync();
+      return out.download();
+    };
+
+    // Forward through the layer (the rule's tile) and through each tile; the tiles sum in different
+    // orders (their warps split the columns differently), so they are not compared bitwise.
+    const auto y = run([&] { Dev::template forward_with<gemm>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y);
+    check_tf32(t, y, y_ref, label(batch, "forward"));
+    check_tf32(t, run([&] { kernels::launch_conv_mma<Fwd, kernels::ConvMmaWide<Fwd::M>>(stream.s, d_w.ptr, d_b.ptr,
+                                                                                         d_x.ptr, d_y.ptr, batch); },
+                      d_y),
+               y_ref, label(batch, "forward, wide tile"));
+    check_tf32(t, run([&] { kernels::launch_conv_mma<Fwd, kernels::ConvMmaNarrow<Fwd::M>>(stream.s, d_w.ptr, d_b.ptr,
+                                                                                           d_x.ptr, d_y.ptr, batch); },
+                      d_y),
+               y_ref, label(batch, "forward, narrow tile"));
+    const auto y2 = run([&] { Dev::template forward_with<gemm>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y);
+    t(same_bits(y2, y, label(batch, "forward, second run")));
+
+    // Backward data, through the layer and through each tile.
+    const auto dx = run([&] { Dev::template backward_data_with<gemm>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx);
+    check_tf32(t, dx, dx_ref, label(batch, "backward data"));
+    check_tf32(t, run([&] { kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaWide<G::C>>(stream.s, d_w.ptr, d_dy.ptr,
+                                                                                          d_dx.ptr, batch); },
+                      d_dx),
+               dx_ref, label(batch, "backward data, wide tile"));
+    check_tf32(t, run([&] { kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaNarrow<G::C>>(stream.s, d_w.ptr,
+                                                                                            d_dy.ptr, d_dx.ptr, batch); },
+                      d_dx),
+               dx_ref, label(batch, "backward data, narrow tile"));
+
+    // Backward weights and bias (the workspace poisoned too: stage 2 reads only what stage 1 wrote).
+    d_dw.poison(), d_db.poison(), ws.poison();
+    Dev::template backward_weights_with<gemm>(ctx, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch);
+    stream.sync();
+    const std::vector<float> dw = d_dw.download(), db = d_db.download();
+    check_tf32(t, dw, dw_ref, label(batch, "backward weights"));
+    t(close_sum(db, to_float(db_ref), label(batch, "backward bias")));
+    d_dw.poison(), d_db.poison(), ws.poison();
+    Dev::template backward_weights_with<gemm>(ctx, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch);
+    stream.sync();
+    t(same_bits(d_dw.download(), dw, label(batch, "backward weights, second run")));
+    t(same_bits(d_db.download(), db, label(batch, "backward bias, second run")));
+  }
+}
+
+// --- Training: a small CIFAR-like network, TF32 against FP32 -----------------------------------------
+// Three of its four convolutions run the implicit GEMM (16 -> 32, 32 -> 32 stride 2, 32 -> 48); the
+// RGB stem (3 -> 16) is direct and stays FP32.
+using SmallCifar = Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Conv<32, 3, Pad<1>>, ReLU, Conv<32, 3, Stride<2>, Pad<1>>,
+                               ReLU, Conv<48, 3, Pad<1>>, ReLU, Pool<2>, Dense<10>, Softmax>,
+                           Input<3, 16, 16>>;
+
+// Learnable synthetic 3×16×16 images: class c lights a column band in channel c mod 3 and a diagonal.
+Dataset patterns(std::size_t count, std::uint64_t seed) {
+  Dataset d;
+  d.count = count, d.rows = 16, d.cols = 16;
+  Random rng(seed);
+  for (std::size_t i = 0; i < count; ++i) {
+    const int label = int(rng.below(10));
+    for (int ch = 0; ch < 3; ++ch)
+      for (int r = 0; r < 16; ++r)
+        for (int c = 0; c < 16; ++c) {
+          const bool lit = (c * 10 / 16 == label && ch == label % 3) || (r + c + ch) % 10 == label;
+          d.pixels.push_back(std::uint8_t(lit ? 150 + rng.below(100) : rng.below(90)));
+        }
+    d.labels.push_back(std::uint8_t(label));
+  }
+  return d;
+}
+
+double norm_of_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  return std::sqrt(s);
+}
+
+void test_training_tf32(Tally& t) {
+  constexpr int batch = 64;
+  // One step from the same parameters: the TF32 update differs from the FP32 one by TF32's rounding of
+  // the gradients, a small part of the update itself.
+  {
+    const Dataset one = patterns(batch, 7);
+    TrainOptions o;
+    o.batch = batch, o.learning_rate = 0.05f, o.stop_when_stuck = false, o.mean = 0.4f, o.std = 0.3f;
+    Trainer<SmallCifar, ctnn::cuda, batch> fp32(5), tf32(5);
+    tf32.set_math(Math::tf32);
+    const std::vector<float> start = fp32.parameters();
+    fp32.fit(one, o);
+    tf32.fit(one, o);
+    const std::vector<float> p32 = fp32.parameters(), p19 = tf32.parameters();
+    const double update = norm_of_difference(p32, start), apart = norm_of_difference(p19, p32);
+    const bool ok = update > 0 && apart <= 0.01 * update;
+    std::printf("%s SmallCifar, one step: |update| %.4g, |TF32 - FP32| %.3g (%.2f%% of the update; at most 1%%)\n",
+                ok ? "ok  " : "FAIL", update, apart, 100 * apart / update);
+    t(ok);
+  }
+  // A few epochs: both learn, and end close.
+  if (!std::getenv("CTNN_QUICK")) {
+    const Dataset train = patterns(4096, 1), test = patterns(1024, 2);
+    TrainOptions o;
+    o.epochs = 3, o.batch = batch, o.learning_rate = 0.02f, o.mean = 0.4f, o.std = 0.3f;
+    double accuracy[2] = {}, loss[2] = {};
+    for (int m = 0; m < 2; ++m) {
+      Trainer<SmallCifar, ctnn::cuda, batch> trainer(3);
+      trainer.set_math(m == 0 ? Math::fp32 : Math::tf32);
+      o.on_epoch = [&](const EpochStats& s) { loss[m] = s.loss; };
+      trainer.fit(train, o);
+      accuracy[m] = trainer.evaluate(test).accuracy;
+    }
+    const bool ok = accuracy[0] > 0.9 && std::fabs(accuracy[0] - accuracy[1]) <= 0.02 &&
+                    std::fabs(loss[0] - loss[1]) <= 0.1 * loss[0] + 0.01;
+    std::printf("%s SmallCifar, 3 epochs on synthetic patterns: FP32 %.2f%% (loss %.4f), TF32 %.2f%% (loss %.4f)\n",
+                ok ? "ok  " : "FAIL", 100 * accuracy[0], loss[0], 100 * accuracy[1], loss[1]);
+    t(ok);
+  }
+}
+
+}  // namespace
+
+int main() {
+  require_cuda_device();
+  Tally t;
+  try {
+    // The CIFAR networks' GEMM layers (benchmarks/cifar_nets.hpp): 3×3 pad 1, two strided.
+    test_conv_tf32<Conv<32, 3, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->32 at 32x32", {1, 13}, 31);
+    test_conv_tf32<Conv<64, 3, Stride<2>, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->64 stride 2", {1, 13}, 32);
+    test_conv_tf32<Conv<64, 3, Pad<1>>, Shape<32, 16, 16>>(t, "CIFAR 32->64 at 16x16", {1, 17}, 33);
+    test_conv_tf32<Conv<64, 3, Pad<1>>, Shape<64, 16, 16>>(t, "CIFAR 64->64 at 16x16", {1, 13}, 34);
+    test_conv_tf32<Conv<128, 3, Stride<2>, Pad<1>>, Shape<64, 16, 16>>(t, "CIFAR 64->128 stride 2", {1, 13}, 35);
+    test_conv_tf32<Conv<64, 3, Pad<1>>, Shape<64, 8, 8>>(t, "CIFAR 64->64 at 8x8", {1, 37, 64}, 36);
+    // Channels that fill no tile evenly; odd sizes with stride 2 (parity classes of different sizes).
+    test_conv_tf32<Conv<40, 3, Stride<2>, Pad<1>>, Shape<20, 15, 15>>(t, "odd 20->40 stride 2", {1, 37}, 37);
+    // Stride 3, dilation 2, a 4-tap kernel: some parity classes have no taps; C·K·K = 272.
+    test_conv_tf32<Conv<24, 4, Stride<3>, Dilation<2>, Pad<3>>, Shape<17, 11, 13>>(t, "stride 3 dilation 2", {1, 37}, 38);
+    // Two BM tiles (72 rows), C·K·K = 144; and 5×5 on 18 channels (C·K·K = 450, not a multiple of 4:
+    // the forward's weights gathered one float at a time).
+    test_conv_tf32<Conv<72, 3, Pad<1>>, Shape<16, 8, 8>>(t, "wide 16->72", {1, 37}, 39);
+    test_conv_tf32<Conv<20, 5, Pad<2>>, Shape<18, 9, 9>>(t, "5x5 18->20", {1, 37}, 40);
+    // An RGB stem forced onto the GEMM (M = 3 rows in backward data).
+    test_conv_tf32<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "RGB stem 3->32 (GEMM forced)", {1, 5}, 41);
+    test_training_tf32(t);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    t(false);
+  }
+  return t.summary();
+}
