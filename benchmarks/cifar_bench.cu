@@ -1,13 +1,15 @@
 // cifar_bench: ctnn on two CIFAR-sized networks (benchmarks/cifar_nets.hpp), to compare with
 // benchmarks/pytorch_cifar.py in the same run on the same GPU.
 //
-//   cifar_bench [--images 50000] [--batches 64,256] [--epochs 3] [--seed 1]
+//   cifar_bench [--images 50000] [--batches 64,256] [--epochs 3] [--seed 1] [--math fp32,tf32]
 //
 // The data are synthetic (uint8 3×32×32 images, uniform; labels from the mean brightness of the image,
 // so that a network can learn something): timing needs the shapes, not CIFAR itself. Per network and
 // batch it prints
 //   epoch_s       median over `epochs` timed epochs (after 1 warm-up) of EpochStats::seconds of
-//                 Trainer<Net, cuda, 256>::fit (SGD momentum 0.9, lr 0.01, FP32)
+//                 Trainer<Net, cuda, 256>::fit (SGD momentum 0.9, lr 0.01), for each math in --math
+//                 (fp32: the default; tf32: set_math(Math::tf32), convolutions and dense layers on the
+//                 TF32 tensor cores)
 //   step_nodes    kernel and memcpy nodes of the captured training step (launches per step)
 //   infer_img_s   forward throughput over 10,000 device-resident normalised images, in chunks of 256,
 //                 each chunk one captured graph (copy into the input slot + forward), CUDA events
@@ -46,11 +48,14 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+const char* math_name(ctnn::Math m) { return m == ctnn::Math::tf32 ? "tf32" : "fp32"; }
+
 template <class Net>
 void bench(const char* name, const std::vector<int>& batches, int epochs, const ctnn::Dataset& train,
-           const ctnn::Dataset& test, std::uint64_t seed) {
+           const ctnn::Dataset& test, std::uint64_t seed, ctnn::Math math) {
   for (const int batch : batches) {
     ctnn::Trainer<Net, ctnn::cuda, max_batch> trainer(seed);
+    trainer.set_math(math);
     ctnn::TrainOptions o;
     o.epochs = 1 + epochs;
     o.batch = batch;
@@ -63,13 +68,14 @@ void bench(const char* name, const std::vector<int>& batches, int epochs, const 
     };
     trainer.fit(train, o);
     const auto nodes = trainer.step_graph_nodes();
-    std::printf("%-8s train  batch %4d  epoch_s %.4f  step_nodes %zu kernels + %zu copies\n", name, batch,
-                median(seconds), nodes.kernels, nodes.copies);
+    std::printf("%-8s train  %s  batch %4d  epoch_s %.4f  step_nodes %zu kernels + %zu copies\n", name,
+                math_name(math), batch, median(seconds), nodes.kernels, nodes.copies);
     std::fflush(stdout);
   }
 
   // Inference: 10k normalised images resident on the device, chunks of max_batch, one graph per chunk.
   ctnn::CudaNetwork<Net, max_batch> net(seed);
+  net.set_math(math);
   constexpr std::size_t per = Net::input_shape::size;
   std::vector<float> x(test.count * per);
   ctnn::normalize_pixels(test.pixels.data(), x.size(), 0.5f, 0.29f, x.data());
@@ -103,7 +109,7 @@ void bench(const char* name, const std::vector<int>& batches, int epochs, const 
     CTNN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     if (run > 0) rates.push_back(double(test.count) / (ms / 1e3));
   }
-  std::printf("%-8s infer  batch %4d  infer_img_s %.0f\n", name, max_batch, median(rates));
+  std::printf("%-8s infer  %s  batch %4d  infer_img_s %.0f\n", name, math_name(math), max_batch, median(rates));
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaFree(dx);
@@ -117,10 +123,12 @@ int main(int argc, char** argv) {
   std::vector<int> batches{64, 256};
   int epochs = 3;
   std::uint64_t seed = 1;
+  std::vector<std::string> maths{"fp32"};
   app.add_option("--images", images, "training images per epoch")->capture_default_str()->check(CLI::Range(1, 1000000));
   app.add_option("--batches", batches, "batch sizes, 1..256")->delimiter(',')->check(CLI::Range(1, max_batch));
   app.add_option("--epochs", epochs, "timed epochs (after 1 warm-up)")->capture_default_str()->check(CLI::Range(1, 100));
   app.add_option("--seed", seed, "seed")->capture_default_str();
+  app.add_option("--math", maths, "fp32, tf32 or both (fp32,tf32)")->delimiter(',')->check(CLI::IsMember({"fp32", "tf32"}));
   CLI11_PARSE(app, argc, argv);
   try {
     int device = 0;
@@ -129,8 +137,11 @@ int main(int argc, char** argv) {
     CTNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     std::printf("device: %s\n", prop.name);
     const ctnn::Dataset train = synthetic(images, seed), test = synthetic(10000, seed + 1);
-    bench<cifar::Vgg>("vgg", batches, epochs, train, test, seed);
-    bench<cifar::Strided>("strided", batches, epochs, train, test, seed);
+    for (const std::string& m : maths) {
+      const ctnn::Math math = m == "tf32" ? ctnn::Math::tf32 : ctnn::Math::fp32;
+      bench<cifar::Vgg>("vgg", batches, epochs, train, test, seed, math);
+      bench<cifar::Strided>("strided", batches, epochs, train, test, seed, math);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cifar_bench: %s\n", e.what());
     return 1;
