@@ -1,6 +1,6 @@
 # Compiles one compile-fail case and judges the result. Run as
 #   cmake -DCOMPILER=<c++ or nvcc> -DFLAGS=<flags separated by |> -DSOURCE=<case> -DMODE=fail|ok
-#         -DFLAVOR=gnu|nvcc -P check_compile.cmake
+#         -DFLAVOR=gnu|nvcc -P check_compile.cmake           (gnu: g++ or clang++)
 #
 # MODE ok   (the twin): the compiler must succeed.
 # MODE fail (the case, built with -DCTNN_FAIL): the compiler must fail, and its output must
@@ -61,9 +61,9 @@ if(at EQUAL -1)
   fail("the error is not the expected one: \"${expected}\"")
 endif()
 
-# The layer position, as each compiler prints an at_layer instantiation: g++ as at_layer<3, ...> or
-# at_layer<Index, ...>::member() [with ... int Index = 3, ...], nvcc as at_layer<Index, ...>[::member]
-# [with Index=3, ...]. Each pattern captures the index.
+# The layer position, as each compiler prints an at_layer instantiation: g++ and clang as
+# at_layer<3, ...>, g++ also as at_layer<Index, ...>::member() [with ... int Index = 3, ...], nvcc as
+# at_layer<Index, ...>[::member] [with Index=3, ...]. Each pattern captures the index.
 if(FLAVOR STREQUAL "nvcc")
   set(patterns "ctnn::at_layer<Index, Layer, InputShape>[^\n[]*\\[with Index=([0-9]+),")
 else()

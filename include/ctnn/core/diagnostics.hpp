@@ -18,6 +18,16 @@ constexpr bool run_layer_rules() {
   else return L::template check<In>();
 }
 
+// In a function rather than in at_layer's body: clang drops the members of a class whose
+// static_assert failed, which would add errors about at_layer's output_shape to this one.
+template <class L, class In>
+constexpr bool check_is_layer() {
+  static_assert(std::is_same_v<In, InvalidShape> || Layer<L>,
+                "ctnn: an element of the Seq is not a layer (a layer derives from ctnn::layer_tag and "
+                "provides name, label(), check<In>() and bind<In>: see core/layer.hpp)");
+  return Layer<L>;
+}
+
 template <bool Valid, class L, class In>
 struct lazy_output { using type = InvalidShape; };
 template <class L, class In>
@@ -35,10 +45,8 @@ template <int Index, class Layer, class InputShape>
 struct at_layer {
   // After an earlier layer's error the input is InvalidShape: stay silent (no cascade).
   static constexpr bool input_valid = !std::is_same_v<InputShape, InvalidShape>;
-  static_assert(!input_valid || ctnn::Layer<Layer>,
-                "ctnn: an element of the Seq is not a layer (a layer derives from ctnn::layer_tag and "
-                "provides name, label(), check<In>() and bind<In>: see core/layer.hpp)");
-  static constexpr bool valid = detail::run_layer_rules<Layer, InputShape>();
+  static constexpr bool is_layer = detail::check_is_layer<Layer, InputShape>();
+  static constexpr bool valid = is_layer && detail::run_layer_rules<Layer, InputShape>();
   using output_shape = typename detail::lazy_output<valid, Layer, InputShape>::type;
 
   // Rules about where a layer may stand in the Seq.

@@ -55,9 +55,14 @@ struct deploy_list<type_list<Done...>, A, BatchNorm, Rest...> {
   using type = typename deploy_list<type_list<Done..., A>, Rest...>::type;
 };
 
-template <class Net> struct deploy_network {
+// The rule is in a function: clang drops the members of a class whose static_assert failed, and
+// Deploy<X> would then add errors of its own.
+template <class Net> constexpr bool deploy_of_network() {
   static_assert(always_false_v<Net>, "ctnn: Deploy takes a Network<Seq<...>, Input<...>>");
-  using type = Net;
+  return false;
+}
+template <class Net> struct deploy_network {
+  using type = std::conditional_t<deploy_of_network<Net>(), Net, Net>;  // Net, after the check
 };
 template <class... Ls, class In>
 struct deploy_network<Network<Seq<Ls...>, In>> {

@@ -38,12 +38,15 @@ namespace ctnn {
 
 template <class S>
 struct Residual : layer_tag {
-  static_assert(detail::always_false_v<S>, "ctnn: a Residual block is declared as Residual<Seq<Layers...>>");
-  // A layer whose rules fail quietly, so that the message above is the only one.
+  // A layer whose one rule fails, in check (where at_layer names its position) rather than in the
+  // class: clang would drop the members of a class whose static_assert failed, and add errors.
   static constexpr const char* name = "Residual";
   static std::string label() { return name; }
   template <class In>
-  static constexpr bool check() { return false; }
+  static constexpr bool check() {
+    static_assert(detail::always_false_v<S>, "ctnn: a Residual block is declared as Residual<Seq<Layers...>>");
+    return false;
+  }
 };
 
 // One parameter tensor of a composite layer, relative to the layer's weight: "0.weight", ...
