@@ -301,10 +301,10 @@ struct ConvColumn {
     org = y_org * Pb::SW + x_org;
   }
   // Copies the column's element at tap t into dst, or zero when the tap falls outside the source
-  // (then the copy reads nothing at src_q: a 32-bit offset select, no 64-bit pointer select).
-  __device__ __forceinline__ void gather(float* dst, const ConvTap& t) const {
+  // (src: any valid address, not read then).
+  __device__ __forceinline__ void gather(float* dst, const ConvTap& t, const float* src) const {
     const bool ok = (valid >> t.r) & 1;
-    cp_async_f32(dst, src_q + (ok ? org + t.src_off : 0), ok);
+    cp_async_f32(dst, ok ? src_q + (org + t.src_off) : src, ok);
   }
 };
 
@@ -329,7 +329,7 @@ __device__ __forceinline__ void gather_a_tile(const float* __restrict__ a_src, i
     const int kk = e % BK, m = m0 + e / BK;
     const bool inside = (BK * BM) % NT == 0 || e < BK * BM;  // compile-time true when NT divides
     const bool ok = inside && m < Pb::M && k0 + kk < ConvGemmTaps<Pb>::Kd;
-    if (inside) cp_async_f32(dst(kk, e / BK), a_src + (ok ? m * Pb::AMS + tap(k0 + kk).a_off : 0), ok);
+    if (inside) cp_async_f32(dst(kk, e / BK), ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
   }
 }
 
@@ -365,7 +365,7 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
-      column.gather(&Bs[stage][tile_at<T, T::BS>(kk, lq)], tap(k0 + kk));  // the same k across the warp
+      column.gather(&Bs[stage][tile_at<T, T::BS>(kk, lq)], tap(k0 + kk), src);  // the same k across the warp
     }
   };
   float acc[TM][TN];
@@ -585,11 +585,6 @@ struct ConvWgradGather {
 
   template <class DstA, class DstB>
   __device__ __forceinline__ void load(int step, DstA&& dst_a, DstB&& dst_b) const {
-    load_dy(step, dst_a);
-    load_x(step, dst_b);
-  }
-  template <class DstA>
-  __device__ __forceinline__ void load_dy(int step, DstA&& dst_a) const {
     const int q = step * BK + kk;
     const bool q_ok = q < rows;
     const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
@@ -598,14 +593,8 @@ struct ConvWgradGather {
     for (int j = 0; j < a_per_thread; ++j) {
       const int mm = lr + j * (NT / BK), o = m0 + mm;
       const bool ok = q_ok && o < G::Out;
-      if (mm < BM) cp_async_f32(dst_a(kk, mm), dyq + (ok ? o * G::OHW : 0), ok);
+      if (mm < BM) cp_async_f32(dst_a(kk, mm), ok ? dyq + o * G::OHW : dy, ok);
     }
-  }
-  template <class DstB>
-  __device__ __forceinline__ void load_x(int step, DstB&& dst_b) const {
-    const int q = step * BK + kk;
-    const bool q_ok = q < rows;
-    const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
     // Position q's window: its origin and which of its taps fall inside x.
     const int iy0 = (p / G::OW) * G::S - G::P, ix0 = (p % G::OW) * G::S - G::P;
     const typename Taps::Mask valid = q_ok ? Taps::valid_taps(iy0, ix0) : 0;
@@ -617,7 +606,7 @@ struct ConvWgradGather {
       if (nn < BN) {
         const ConvTap t = taps[nn];
         const bool ok = (valid >> t.r) & 1;
-        cp_async_f32(dst_b(kk, nn), xq + (ok ? org + t.src_off : 0), ok);
+        cp_async_f32(dst_b(kk, nn), ok ? xq + (org + t.src_off) : x, ok);
       }
     }
   }

@@ -3,8 +3,8 @@
 // Math::tf32; sm_80 or newer): the same three problems, the same gathers (ConvColumn, gather_a_tile,
 // ConvWgradGather), the same cp.async pipeline and the same deterministic weight-gradient split, with
 // the arithmetic done by mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32. Each operand is rounded
-// to TF32 (10-bit mantissa, round to nearest, ties away, as cvt.rna rounds) as it leaves shared memory;
-// the products accumulate in FP32, starting from the bias.
+// to TF32 (10-bit mantissa, round to nearest, ties away: cvt.rna) as it leaves shared memory; the
+// products accumulate in FP32, starting from the bias.
 //
 // A block of 4 warps owns a BM × BN tile of the result; warp (wm, wn) a (BM/WM) × (BN/WN) part of it,
 // as MI × NJ mma tiles of 16 × 8, whose accumulators it holds in registers. Per BK = 16 slice a warp
@@ -32,11 +32,12 @@
 namespace ctnn::kernels {
 
 // --- TF32 mma.sync ------------------------------------------------------------------------------------
-// x rounded to TF32 as cvt.rna.tf32.f32 rounds it (to nearest on the 10-bit mantissa, ties away from
-// zero), in one integer add: the mma ignores the 13 low bits of a TF32 operand, so adding half a TF32
-// ulp to the magnitude bits rounds. Same result as cvt.rna for every input (an Inf stays Inf and a NaN
-// a NaN once the low bits are dropped); cvt.rna compiles to a compare and a predicated add.
-__device__ __forceinline__ unsigned tf32_round(float x) { return __float_as_uint(x) + 0x1000u; }
+// x rounded to TF32 (the low 13 mantissa bits cleared after rounding to nearest), as the mma reads it.
+__device__ __forceinline__ unsigned tf32_round(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
 
 // d (16 × 8, FP32) += a (16 × 8, TF32, row-major) · b (8 × 8, TF32, column-major). Fragments (lane =
 // 4·g + t): a = {(g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)}, b = {(t, g), (t + 4, g)},
@@ -204,7 +205,7 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
-      column.gather(B + kk * T::KM + lq, tap(k0 + kk));  // the same k across the warp
+      column.gather(B + kk * T::KM + lq, tap(k0 + kk), src);  // the same k across the warp
     }
   };
 
@@ -283,26 +284,19 @@ kernel_conv_dgrad_mma(const float* __restrict__ w,   // [Out][C][K][K]
   });
 }
 
-// Tiles: BM = 32 or 64 rows; BN 128 (wide: 4 warps of 32 × 32, for 32 rows only), 64 (narrow: 4 warps
-// of 16 × 32 or 32 × 32) or 32 (slim: 4 warps of 16 × 16 or 32 × 16). The gathers' instructions, not
-// the mma, set the pace: a block runs its k tiles one after another, so the widest tile that still
-// gives several blocks per SM wins (measured on an H100, docs/conv_kernels.md).
+// Tiles: BM = 32 or 64 rows; BN 128 (wide: 4 warps of 32 × 32 or 32 × 64), 64 (narrow: 4 warps of
+// 16 × 32 or 32 × 32) or 32 (slim: 4 warps of 16 × 16 or 32 × 16; benchmarks and tests only). The
+// gathers' instructions, not the mma, set the pace, and a block runs its k tiles one after another:
+// on an H100 (docs/conv_kernels.md) the narrow tile beat the wide one for 64 rows at every size, and
+// the wide one won for 32 rows when it gave at least two blocks per SM.
 template <int M>
 using ConvMmaWide = MmaTile<(M <= 32 ? 32 : 64), 128, (M <= 32 ? 1 : 2), (M <= 32 ? 4 : 2)>;
 template <int M>
 using ConvMmaNarrow = MmaTile<(M <= 32 ? 32 : 64), 64, 2, 2>;
 template <int M>
 using ConvMmaSlim = MmaTile<(M <= 32 ? 32 : 64), 32, 2, 2>;
-enum class ConvMmaTileChoice { wide, narrow, slim };
-// Wide for 32-row problems with at least 264 blocks (two per SM of a 132-SM H100); narrow with at
-// least 528 blocks (four per SM); slim otherwise.
-template <int M>
-ConvMmaTileChoice conv_mma_tile(long long columns) {
-  const long long m_tiles = ceil_div(M, M <= 32 ? 32 : 64);
-  if (M <= 32 && ceil_div<long long>(columns, 128) * m_tiles >= 264) return ConvMmaTileChoice::wide;
-  if (ceil_div<long long>(columns, 64) * m_tiles >= 528) return ConvMmaTileChoice::narrow;
-  return ConvMmaTileChoice::slim;
-}
+// The wide tile for 32-row problems when it gives at least this many blocks (two per SM of a 132-SM H100).
+inline constexpr long long conv_mma_wide_min_blocks = 264;
 
 inline void check_tf32_weights(const float* w) {
   if (reinterpret_cast<std::uintptr_t>(w) % 16 != 0)
@@ -322,14 +316,19 @@ void launch_conv_mma(cudaStream_t stream, const float* a_src, const float* bias,
   CTNN_CHECK_LAUNCH();
 }
 
+template <int M>
+bool conv_mma_wide(long long columns) {
+  return M <= 32 && ceil_div<long long>(columns, ConvMmaWide<M>::BN) * ceil_div(M, ConvMmaWide<M>::BM) >=
+                        conv_mma_wide_min_blocks;
+}
+
 template <class Pb>
 void launch_conv_mma_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                           float* out, int batch) {
-  switch (conv_mma_tile<Pb::M>((long long)batch * Pb::QH * Pb::QW)) {
-    case ConvMmaTileChoice::wide: return launch_conv_mma<Pb, ConvMmaWide<Pb::M>>(stream, a_src, bias, src, out, batch);
-    case ConvMmaTileChoice::narrow: return launch_conv_mma<Pb, ConvMmaNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
-    case ConvMmaTileChoice::slim: return launch_conv_mma<Pb, ConvMmaSlim<Pb::M>>(stream, a_src, bias, src, out, batch);
-  }
+  if (conv_mma_wide<Pb::M>((long long)batch * Pb::QH * Pb::QW))
+    launch_conv_mma<Pb, ConvMmaWide<Pb::M>>(stream, a_src, bias, src, out, batch);
+  else
+    launch_conv_mma<Pb, ConvMmaNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
 }
 
 // Backward data: one launch, grid (columns of the largest class, C tiles, S·S classes).
@@ -345,11 +344,10 @@ void launch_conv_dgrad_mma(cudaStream_t stream, const float* w, const float* dy,
 }
 template <class G>
 void launch_conv_dgrad_mma_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  switch (conv_mma_tile<G::C>((long long)batch * G::H * G::W)) {
-    case ConvMmaTileChoice::wide: return launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(stream, w, dy, dx, batch);
-    case ConvMmaTileChoice::narrow: return launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(stream, w, dy, dx, batch);
-    case ConvMmaTileChoice::slim: return launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(stream, w, dy, dx, batch);
-  }
+  if (conv_mma_wide<G::C>((long long)batch * G::H * G::W))
+    launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(stream, w, dy, dx, batch);
+  else
+    launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(stream, w, dy, dx, batch);
 }
 
 // --- Backward weights ---------------------------------------------------------------------------------
@@ -361,7 +359,6 @@ struct ConvWgradMma : ConvWgradSplits<G, (G::Out <= 32 ? 32 : 64), wgrad_bn<G::C
   using Tile = MmaTile<BM, BN, BM / 32, 4 / (BM / 32)>;  // 4 warps of 32 × BN/4 or 32 × BN/2
   static constexpr int a_floats = BM * Tile::KC, b_floats = BN * Tile::KC;
   static constexpr int smem_bytes = Tile::stages * (a_floats + b_floats) * 4 + 16 * BN;
-  static constexpr bool dy_vec = G::OHW % 4 == 0;  // dy gathered 4 positions at a time (16-byte aligned)
 };
 
 template <class G>
@@ -375,7 +372,6 @@ kernel_conv_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
   using Cfg = ConvWgradMma<G>;
   using T = typename Cfg::Tile;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, NT = T::threads, MI = T::MI, NJ = T::NJ;
-  constexpr bool dy_vec = Cfg::dy_vec;
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
 
@@ -402,21 +398,8 @@ kernel_conv_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
       [&](int stage, int t) {
         float* A = As + stage * Cfg::a_floats;
         float* B = Bs + stage * Cfg::b_floats;
-        if constexpr (dy_vec) {
-          // dy's rows are contiguous in q within a sample, and OH·OW % 4 == 0: 16-byte copies of 4 q.
-          const int q0 = (step0 + t) * BK;
-#pragma unroll
-          for (int j = 0; j < ceil_div(BM * BK / 4, NT); ++j) {
-            const int e = threadIdx.x + j * NT, v = e % (BK / 4), mm = e / (BK / 4), o = m0 + mm, q = q0 + 4 * v;
-            const bool ok = q < rows && o < G::Out;  // rows % 4 == 0: a quad is all in or all out
-            const int n = q / G::OHW, p = q % G::OHW;
-            if ((BM * BK / 4) % NT == 0 || e < BM * BK / 4)
-              cp_async_f32x4(A + mm * T::KC + 4 * v, dy + (ok ? (std::size_t(n) * G::Out + o) * G::OHW + p : 0), ok);
-          }
-        } else {
-          gather.load_dy(step0 + t, [&](int kk, int mm) { return A + mm * T::KC + kk; });
-        }
-        gather.load_x(step0 + t, [&](int kk, int nn) { return B + nn * T::KC + kk; });
+        gather.load(step0 + t, [&](int kk, int mm) { return A + mm * T::KC + kk; },
+                    [&](int kk, int nn) { return B + nn * T::KC + kk; });
       },
       [&](int stage) {
         mma_slice<T, false>(As + stage * Cfg::a_floats + a_at, Bs + stage * Cfg::b_floats + b_at, acc,
@@ -455,8 +438,6 @@ void launch_conv_wgrad_mma(cudaStream_t stream, const float* x, const float* dy,
   const long long rows = (long long)batch * G::OHW;
   if (rows + Cfg::Tile::BK > 0x7fffffffLL)
     throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
-  if (Cfg::dy_vec && reinterpret_cast<std::uintptr_t>(dy) % 16 != 0)
-    throw std::invalid_argument("ctnn: Conv backward (TF32): dy must be 16-byte aligned");
   const int splits = Cfg::splits(batch);
   request_dynamic_smem<kernel_conv_wgrad_mma<G>, Cfg::smem_bytes>();
   const dim3 grid(unsigned(splits), Cfg::n_tiles, Cfg::m_tiles);
