@@ -8,13 +8,14 @@ jobs=${CTNN_JOBS:-$(nproc)}
 
 "$root/scripts/install_deps.sh"
 "$root/scripts/fetch_mnist.sh" "$root/.data/mnist"   # the host learning test trains on MNIST
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+# Warnings (-Wall -Wextra for g++, clang and nvcc's host side) are errors: the code is warning-free.
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_COMPILE_WARNING_AS_ERROR=ON
 cmake --build "$build" -j "$jobs"
 (cd "$build" && ctest --output-on-failure -j "$jobs" "$@")
 
 # The host tests again, built by clang: clang++-19, or CTNN_CLANG_CXX (version 18 or later, for the
-# layers' float template parameters). CUDA is off in that tree: nvcc's host compiler is g++. Warnings
-# (-Wall -Wextra) are errors there, and the compile-fail cases run as a sample (all take minutes).
+# layers' float template parameters). CUDA is off in that tree: nvcc's host compiler is g++. The
+# compile-fail cases run there as a sample (all of them take minutes).
 clang_cxx=${CTNN_CLANG_CXX:-clang++-19}
 if command -v "$clang_cxx" >/dev/null; then
   clang_build=${CTNN_CLANG_BUILD_DIR:-$build-clang}
