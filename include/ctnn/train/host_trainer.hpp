@@ -44,21 +44,18 @@
 namespace ctnn {
 namespace detail {
 
+// Whether layer L's forward and backward give the same result on a shard of a step as on the whole step.
 template <class L>
-struct layer_splits_rule {
+struct layer_splits {
   static constexpr bool value = [] {
     if constexpr (requires { L::draws_random; }) return !L::draws_random;
     return true;
   }();
 };
 template <class... Ls>
-struct layer_splits_rule<Residual<Seq<Ls...>>> {
-  static constexpr bool value = (layer_splits_rule<Ls>::value && ...);
+struct layer_splits<Residual<Seq<Ls...>>> {
+  static constexpr bool value = (layer_splits<Ls>::value && ...);
 };
-template <class L>
-constexpr bool layer_splits() {
-  return layer_splits_rule<L>::value;
-}
 
 // Whether a training step of Net may be split into shards of its batch with the same result as one
 // step up to rounding: no layer state and no layer whose arithmetic depends on a sample's position.
@@ -68,7 +65,7 @@ constexpr bool shardable() {
     return false;
   } else {
     return []<std::size_t... I>(std::index_sequence<I...>) {
-      return (layer_splits<typename Net::template layer_at<I>>() && ...);
+      return (layer_splits<typename Net::template layer_at<I>>::value && ...);
     }(std::make_index_sequence<Net::layer_count>{});
   }
 }
