@@ -106,10 +106,20 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
                                                                                                    y.p, n);
   });
   fwd("tf32 slim 32", false, [&] { launch_conv_mma<Fwd, ConvMmaSlim<Fwd::M>>(s, w.p, b.p, x.p, y.p, n); });
+  for (const int k : {2, 4, 8}) {
+    const std::string nk = "tf32 narrow split " + std::to_string(k), sk = "tf32 slim split " + std::to_string(k);
+    fwd(nk.c_str(), false, [&] { launch_conv_mma<Fwd, ConvMmaNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
+    fwd(sk.c_str(), false, [&] { launch_conv_mma<Fwd, ConvMmaSlim<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
+  }
   dgr("tf32 mma (auto tile)", true, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
   dgr("tf32 wide 128", false, [&] { launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 narrow 64", false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 slim 32", false, [&] { launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(s, w.p, dy.p, dx.p, n); });
+  for (const int k : {2, 4, 8}) {
+    const std::string nk = "tf32 narrow split " + std::to_string(k), sk = "tf32 slim split " + std::to_string(k);
+    dgr(nk.c_str(), false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n, k); });
+    dgr(sk.c_str(), false, [&] { launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(s, w.p, dy.p, dx.p, n, k); });
+  }
   wgr("tf32 mma + sum", true, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
 }
 
@@ -149,9 +159,21 @@ void bench(const char* name, std::initializer_list<int> batches) {
     fwd("gemm narrow 64", false, [&] {
       kernels::launch_conv_gemm<Fwd, kernels::ConvGemmNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n);
     });
+    if constexpr (kernels::conv_gemm_shaped<G>())
+      for (const int k : {2, 4, 8}) {
+        const std::string nk = "gemm narrow split " + std::to_string(k), wk = "gemm wide split " + std::to_string(k);
+        fwd(nk.c_str(), false, [&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
+        fwd(wk.c_str(), false, [&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
+      }
     if constexpr (fwd_direct)
       fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
     dgr("gemm", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    if constexpr (kernels::conv_gemm_shaped<G>())
+      for (const int k : {1, 2, 4, 8}) {
+        const std::string nk = "gemm narrow split " + std::to_string(k), wk = "gemm wide split " + std::to_string(k);
+        dgr(nk.c_str(), false, [&] { kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(s, w.p, dy.p, dx.p, n, k); });
+        dgr(wk.c_str(), false, [&] { kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmWide<G::C>>(s, w.p, dy.p, dx.p, n, k); });
+      }
     if constexpr (dgrad_direct)
       dgr(kernels::conv_dgrad_by_flip<G>() ? "direct (flip)" : "direct (gather)", !dg,
           [&] { Dev::template backward_data_with<direct>(ctx, w.p, dy.p, dx.p, n); });

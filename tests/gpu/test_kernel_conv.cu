@@ -79,6 +79,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     // Forward: the rule, each family, each GEMM tile; all sum bias + taps in (c, ky, kx) order.
     const auto y_rule = run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref,
                             "forward (rule)");
+    using Wide = kernels::ConvGemmWide<Fwd::M>;
+    using Narrow = kernels::ConvGemmNarrow<Fwd::M>;
     const auto y_wide = run([&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(
                                       stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                             d_y, y_ref, "forward GEMM wide tile");
@@ -86,6 +88,14 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                                         stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                               d_y, y_ref, "forward GEMM narrow tile");
     t(same_bits(y_narrow, y_wide, label(batch, "forward GEMM narrow = wide")));
+    // The rule's tile and split-K factor, forced: the same bits as the rule (through the layer).
+    const kernels::ConvGemmPlan fplan = kernels::conv_gemm_fwd_plan<Fwd>(batch);
+    auto fwd_gemm = [&](bool wide, int splits) {
+      if (wide) kernels::launch_conv_gemm<Fwd, Wide>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
+      else kernels::launch_conv_gemm<Fwd, Narrow>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
+    };
+    const auto y_plan = run([&] { fwd_gemm(fplan.wide, fplan.splits); }, d_y, y_ref, "forward GEMM, the rule's plan");
+    if (Dev::forward_algo == ConvAlgo::implicit_gemm) t(same_bits(y_rule, y_plan, label(batch, "forward (rule) = its plan")));
     if constexpr (fwd_direct) {
       const auto y_direct = run([&] { Dev::template forward_with<ConvAlgo::direct>(ctx, d_w.ptr, d_b.ptr, d_x.ptr,
                                                                                    d_y.ptr, batch); },
@@ -105,8 +115,33 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     const auto dx_narrow = run([&] { kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(
                                          stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
                                d_dx, dx_ref, "backward data GEMM narrow tile");
-    t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM wide = auto")));
-    t(same_bits(dx_narrow, dx_gemm, label(batch, "backward data GEMM narrow = auto")));
+    t(same_bits(dx_narrow, dx_wide, label(batch, "backward data GEMM narrow = wide")));
+    const kernels::ConvGemmPlan dplan = kernels::conv_gemm_dgrad_plan<G>(batch);
+    auto dgrad_gemm = [&](bool wide, int splits) {
+      if (wide) kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmWide<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
+      else kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
+    };
+    t(same_bits(run([&] { dgrad_gemm(dplan.wide, dplan.splits); }, d_dx, dx_ref, "backward data GEMM, the rule's plan"),
+                dx_gemm, label(batch, "backward data GEMM (rule) = its plan")));
+    if (dplan.splits == 1) t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM (rule, unsplit) = wide")));
+
+    // Split-K over clusters of 2, 4 and 8 blocks, both tiles, both directions: each split sums its
+    // range of k, the partials are added in split order (so not the unsplit bits); two runs, same bits.
+    if (kernels::conv_split_k_supported())
+      for (const int splits : {2, 4, 8}) {
+        char q[80];
+        for (const bool wide : {false, true}) {
+          std::snprintf(q, sizeof q, "forward GEMM %s tile, split-K %d", wide ? "wide" : "narrow", splits);
+          const auto y1 = run([&] { fwd_gemm(wide, splits); }, d_y, y_ref, q);
+          std::snprintf(q, sizeof q, "backward data GEMM %s tile, split-K %d", wide ? "wide" : "narrow", splits);
+          const auto dx1 = run([&] { dgrad_gemm(wide, splits); }, d_dx, dx_ref, q);
+          if (wide) continue;
+          std::snprintf(q, sizeof q, "forward GEMM narrow split-K %d, second run", splits);
+          t(same_bits(run([&] { fwd_gemm(wide, splits); }, d_y, y_ref, q), y1, label(batch, q)));
+          std::snprintf(q, sizeof q, "backward data GEMM narrow split-K %d, second run", splits);
+          t(same_bits(run([&] { dgrad_gemm(wide, splits); }, d_dx, dx_ref, q), dx1, label(batch, q)));
+        }
+      }
     if constexpr (dgrad_direct)
       run([&] { Dev::template backward_data_with<ConvAlgo::direct>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
           d_dx, dx_ref, "backward data direct");

@@ -220,6 +220,46 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
                       d_dx),
                dx_ref, label(batch, "backward data, slim tile"));
 
+    // Split-K over clusters of 2, 4 and 8 blocks (narrow and slim tiles, both directions); two runs,
+    // same bits. And the layer's choice equals its plan (tile and split) forced.
+    auto fwd_mma = [&](kernels::ConvMmaTileChoice tile, int splits) {
+      using kernels::ConvMmaTileChoice;
+      if (tile == ConvMmaTileChoice::wide)
+        kernels::launch_conv_mma<Fwd, kernels::ConvMmaWide<Fwd::M>>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
+      else if (tile == ConvMmaTileChoice::narrow)
+        kernels::launch_conv_mma<Fwd, kernels::ConvMmaNarrow<Fwd::M>>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
+      else
+        kernels::launch_conv_mma<Fwd, kernels::ConvMmaSlim<Fwd::M>>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
+    };
+    auto dgrad_mma = [&](kernels::ConvMmaTileChoice tile, int splits) {
+      using kernels::ConvMmaTileChoice;
+      if (tile == ConvMmaTileChoice::wide)
+        kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaWide<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
+      else if (tile == ConvMmaTileChoice::narrow)
+        kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaNarrow<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
+      else
+        kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaSlim<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
+    };
+    const kernels::ConvMmaPlan fp = kernels::conv_mma_fwd_plan<Fwd>(batch), dp = kernels::conv_mma_dgrad_plan<G>(batch);
+    t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
+    t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
+    if (kernels::conv_split_k_supported())
+      for (const int splits : {2, 4, 8})
+        for (const auto tile : {kernels::ConvMmaTileChoice::narrow, kernels::ConvMmaTileChoice::slim}) {
+          const char* tn = tile == kernels::ConvMmaTileChoice::narrow ? "narrow" : "slim";
+          char q[80];
+          std::snprintf(q, sizeof q, "forward, %s tile, split-K %d", tn, splits);
+          const auto y1 = run([&] { fwd_mma(tile, splits); }, d_y);
+          check_tf32(t, y1, y_ref, label(batch, q));
+          std::snprintf(q, sizeof q, "forward, %s tile, split-K %d, second run", tn, splits);
+          t(same_bits(run([&] { fwd_mma(tile, splits); }, d_y), y1, label(batch, q)));
+          std::snprintf(q, sizeof q, "backward data, %s tile, split-K %d", tn, splits);
+          const auto dx1 = run([&] { dgrad_mma(tile, splits); }, d_dx);
+          check_tf32(t, dx1, dx_ref, label(batch, q));
+          std::snprintf(q, sizeof q, "backward data, %s tile, split-K %d, second run", tn, splits);
+          t(same_bits(run([&] { dgrad_mma(tile, splits); }, d_dx), dx1, label(batch, q)));
+        }
+
     // Backward weights and bias (the workspace poisoned too: stage 2 reads only what stage 1 wrote).
     d_dw.poison(), d_db.poison(), ws.poison();
     Dev::template backward_weights_with<gemm>(ctx, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch);

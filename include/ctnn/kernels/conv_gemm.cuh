@@ -25,9 +25,17 @@
 //
 // Every accumulator starts from the bias (or zero) and adds its k terms in increasing k with fmaf, so
 // the result does not depend on the tile shape (the forward's bits equal the direct kernel's).
+//
+// Split-K (forward and backward data, when the columns give too few blocks to fill the GPU): the k
+// tiles are cut into `splits` contiguous ranges, one per block of a thread-block cluster; each block
+// leaves its partial tile in its shared memory and the cluster adds the partials in split order through
+// distributed shared memory (conv_split_reduce_store): deterministic, no atomics, no workspace. The
+// sum then differs from the unsplit kernel's by rounding only.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+
+#include <cooperative_groups.h>
 
 #include "launch.cuh"
 #include "reduce.cuh"
@@ -301,10 +309,10 @@ struct ConvColumn {
     org = y_org * Pb::SW + x_org;
   }
   // Copies the column's element at tap t into dst, or zero when the tap falls outside the source
-  // (src: any valid address, not read then).
-  __device__ __forceinline__ void gather(float* dst, const ConvTap& t, const float* src) const {
+  // (then the copy reads nothing at src_q: a 32-bit offset select, no 64-bit pointer select).
+  __device__ __forceinline__ void gather(float* dst, const ConvTap& t) const {
     const bool ok = (valid >> t.r) & 1;
-    cp_async_f32(dst, ok ? src_q + (org + t.src_off) : src, ok);
+    cp_async_f32(dst, src_q + (ok ? org + t.src_off : 0), ok);
   }
 };
 
@@ -329,18 +337,104 @@ __device__ __forceinline__ void gather_a_tile(const float* __restrict__ a_src, i
     const int kk = e % BK, m = m0 + e / BK;
     const bool inside = (BK * BM) % NT == 0 || e < BK * BM;  // compile-time true when NT divides
     const bool ok = inside && m < Pb::M && k0 + kk < ConvGemmTaps<Pb>::Kd;
-    if (inside) cp_async_f32(dst(kk, e / BK), ok ? a_src + m * Pb::AMS + tap(k0 + kk).a_off : a_src, ok);
+    if (inside) cp_async_f32(dst(kk, e / BK), a_src + (ok ? m * Pb::AMS + tap(k0 + kk).a_off : 0), ok);
   }
 }
 
-// One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, blockIdx.x).
+// --- Split-K across a thread-block cluster (sm_90) ----------------------------------------------------
+// Block x of a split launch is split x % splits of column tile x / splits; the cluster (splits × 1 × 1
+// blocks, rank = split) holds the splits of one tile. This block's k tiles: [first, end) of k_tiles.
+struct ConvSplit {
+  int splits, split, first, end;
+  __device__ ConvSplit(int splits_, int k_tiles) : splits(splits_), split(int(blockIdx.x) % splits_) {
+    const int per = ceil_div(k_tiles, splits);
+    first = min_of(split * per, k_tiles), end = min_of(first + per, k_tiles);
+  }
+  __device__ int tile() const { return int(blockIdx.x) / splits; }
+};
+
+// Every block of the cluster has its partial BM × BN tile in `part` (its own shared memory, rows of
+// BN + 4 floats; split 0's includes the bias). Block `split` adds rows m ≡ split (mod splits) of all the
+// partials, in split order, and stores them at (m0 + m, q0 + column) of the problem's output.
+template <class Pb, int BM, int BN, int NT>
+__device__ __forceinline__ void conv_split_reduce_store(const float* part, const ConvSplit& sp, float* out, int m0,
+                                                        int q0, int columns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int RS = BN + 4, groups = BN / 4;
+  constexpr std::size_t plane = std::size_t(Pb::OH) * Pb::OW;
+  constexpr bool contiguous = Pb::OYS == 1 && Pb::OXS == 1 && Pb::QW == Pb::OW && (Pb::QH * Pb::QW) % 4 == 0;
+  const bool vec = contiguous && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  cluster.sync();  // every partial tile is complete
+  for (int e = threadIdx.x; e < BM / sp.splits * groups; e += NT) {
+    const int mm = e / groups * sp.splits + sp.split, c = 4 * (e % groups), m = m0 + mm, q = q0 + c;
+    if (m >= Pb::M || q >= columns) continue;
+    float4 s = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, 0) + mm * RS + c);
+    for (int r = 1; r < sp.splits; ++r) {
+      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, r) + mm * RS + c);
+      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    }
+    if (vec && q + 3 < columns) {
+      *reinterpret_cast<float4*>(out + conv_out_offset<Pb>(q) + m * plane) = s;
+    } else {
+      const float v[4] = {s.x, s.y, s.z, s.w};
+      for (int j = 0; j < 4 && q + j < columns; ++j) out[conv_out_offset<Pb>(q + j) + m * plane] = v[j];
+    }
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+#else
+  (void)part, (void)sp, (void)out, (void)m0, (void)q0, (void)columns;
+  __trap();  // the host launches splits > 1 only where clusters exist (conv_split_k_supported)
+#endif
+}
+
+// Whether the current device launches thread-block clusters (sm_90 and newer).
+inline bool conv_split_k_supported() {
+  int dev = 0, ok = 0;
+  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
+  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev));
+  return ok != 0;
+}
+
+// kernel<<<grid, threads, smem, stream>>>(args...), as clusters of `splits` blocks along x if splits > 1.
+template <class... Params, class... Args>
+void launch_split_k(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream, int splits,
+                    Args... args) {
+  if (splits == 1) {
+    kernel<<<grid, threads, smem, stream>>>(args...);
+  } else {
+    if (!conv_split_k_supported() || splits > 8 || splits < 1)
+      throw std::invalid_argument("ctnn: Conv: split-K needs thread-block clusters (sm_90) of at most 8 blocks");
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(splits), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = dim3(unsigned(threads)), cfg.dynamicSmemBytes = std::size_t(smem);
+    cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+    CTNN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+  }
+  CTNN_CHECK_LAUNCH();
+}
+
+// Launch sizes in blocks of a tile of BN columns over `columns` columns and M rows (BM 32 or 64), and
+// the thresholds of the tile and split rules: two blocks per SM of a 132-SM H100.
+template <int M>
+long long conv_blocks(long long columns, int bn) {
+  return ceil_div<long long>(columns, bn) * ceil_div(M, M <= 32 ? 32 : 64);
+}
+inline constexpr long long conv_two_waves = 264;
+// The split-K factor when a rule asks for one: 2 (more lost to the partial tiles than won in blocks at
+// 4 and 8 on every CIFAR layer measured), or 1 on a device without clusters.
+inline int conv_split_k(bool split) { return split && conv_split_k_supported() ? 2 : 1; }
+
+// One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, column tile), or with
+// splits > 1 its share of the k tiles (ConvSplit).
 template <class Pb, class T>
-__device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (stages, BK, BM)
-                                                float (*Bs)[T::b_floats],  // (stages, BK, BN)
+__device__ __forceinline__ void conv_gemm_block(float* smem,  // (stages, BK, BM) A tiles, then B tiles
                                                 ConvTap* tap_s, int tab_size,  // (k), or none
                                                 const float* __restrict__ a_src, const float* __restrict__ bias,
                                                 const float* __restrict__ src, float* __restrict__ out,
-                                                int batch) {
+                                                int batch, int splits) {
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, TM = T::TM, TN = T::TN, NT = T::threads;
   constexpr int QHW = Pb::QH * Pb::QW, Kd = ConvGemmTaps<Pb>::Kd;
   constexpr int k_tiles = (Kd + BK - 1) / BK;
@@ -349,10 +443,14 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
   static_assert(NT % BN == 0 && BK % b_rows == 0, "each thread gathers one column of the source tile");
   static_assert(QHW > 0 && Pb::M > 0, "a non-empty problem");
   static_assert(T::smem_floats <= smem_limit_floats, "the tiles fit in 48 KB of shared memory");
+  static_assert(BM * (BN + 4) <= T::smem_floats, "a split's partial tile fits in the tiles' memory");
 
+  auto As = reinterpret_cast<float (*)[T::a_floats]>(smem);
+  auto Bs = reinterpret_cast<float (*)[T::b_floats]>(smem + T::stages * T::a_floats);
   const int columns = batch * QHW;
   const int tr = T::thread_row(threadIdx.x), tc = T::thread_col(threadIdx.x);
-  const int q0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  const ConvSplit sp(splits, k_tiles);
+  const int q0 = sp.tile() * BN, m0 = blockIdx.y * BM;
   if (q0 >= columns) return;  // a smaller parity class than the grid's largest: the whole block
   const ConvTapSource<Pb> tap = conv_tap_source<Pb, NT>(tap_s, tab_size, k_tiles * BK);
   const int lq = threadIdx.x % BN, lk = threadIdx.x / BN;  // the source column this thread gathers
@@ -365,18 +463,32 @@ __device__ __forceinline__ void conv_gemm_block(float (*As)[T::a_floats],  // (s
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
-      column.gather(&Bs[stage][tile_at<T, T::BS>(kk, lq)], tap(k0 + kk), src);  // the same k across the warp
+      column.gather(&Bs[stage][tile_at<T, T::BS>(kk, lq)], tap(k0 + kk));  // the same k across the warp
     }
   };
   float acc[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + tile_row<T>(i, tr);
-    const float b0 = Pb::has_bias && m < Pb::M ? bias[m] : 0.f;
+    const float b0 = Pb::has_bias && m < Pb::M && sp.split == 0 ? bias[m] : 0.f;
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = b0;
   }
-  cp_async_pipeline<T::stages>(k_tiles, load_tile, [&](int stage) { tile_multiply<T>(As[stage], Bs[stage], tr, tc, acc); });
+  cp_async_pipeline<T::stages>(
+      sp.end - sp.first, [&](int stage, int t) { load_tile(stage, sp.first + t); },
+      [&](int stage) { tile_multiply<T>(As[stage], Bs[stage], tr, tc, acc); });
+
+  if (splits > 1) {
+    __syncthreads();  // every warp is done with the tiles: they hold the partial tile now
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int h = 0; h < TN / 4; ++h)
+        *reinterpret_cast<float4*>(smem + tile_row<T>(i, tr) * (BN + 4) + tile_col<T>(4 * h, tc)) =
+            make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
+    conv_split_reduce_store<Pb, BM, BN, NT>(smem, sp, out, m0, q0, columns);
+    return;
+  }
 
   // Columns j of a thread come in runs of 4 consecutive q; for the forward (contiguous output rows,
   // QH·QW a multiple of 4) a run is 4 consecutive floats of one sample's plane: one float4 store.
@@ -417,13 +529,12 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
                  const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
                  const float* __restrict__ src,    // [batch][SC][SH][SW]
                  float* __restrict__ out,          // [batch][M][OH][OW]
-                 int batch)
+                 int batch, int splits)
 {
   constexpr int tab = conv_tap_table_size<Pb, T>();
-  __shared__ __align__(16) float As[T::stages][T::a_floats];  // (BK, BM) weights
-  __shared__ __align__(16) float Bs[T::stages][T::b_floats];  // (BK, BN) gathered source
-  __shared__ ConvTap tap_s[max_of(tab, 1)];                     // (k)
-  conv_gemm_block<Pb, T>(As, Bs, tap_s, tab, a_src, bias, src, out, batch);
+  __shared__ __align__(16) float tiles[T::smem_floats];  // (stages, BK, BM) weights, (stages, BK, BN) source
+  __shared__ ConvTap tap_s[max_of(tab, 1)];               // (k)
+  conv_gemm_block<Pb, T>(tiles, tap_s, tab, a_src, bias, src, out, batch, splits);
 }
 
 // Backward data, all S·S parity classes in one launch: class blockIdx.z. for_parity_class calls
@@ -451,14 +562,13 @@ __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_dgrad_gemm(const float* __restrict__ w,   // [Out][C][K][K]
                        const float* __restrict__ dy,  // [batch][Out][OH][OW]
                        float* __restrict__ dx,        // [batch][C][H][W]
-                       int batch)
+                       int batch, int splits)
 {
   constexpr int tab = max_over_parity_classes<G>([](auto pb) { return conv_tap_table_size<typename decltype(pb)::type, T>(); });
-  __shared__ __align__(16) float As[T::stages][T::a_floats];
-  __shared__ __align__(16) float Bs[T::stages][T::b_floats];
+  __shared__ __align__(16) float tiles[T::smem_floats];
   __shared__ ConvTap tap_s[max_of(tab, 1)];
   for_parity_class<G>(int(blockIdx.z), [&](auto pb) {
-    conv_gemm_block<typename decltype(pb)::type, T>(As, Bs, tap_s, tab, w, nullptr, dy, dx, batch);
+    conv_gemm_block<typename decltype(pb)::type, T>(tiles, tap_s, tab, w, nullptr, dy, dx, batch, splits);
   });
 }
 
@@ -479,49 +589,72 @@ inline void check_conv_columns(long long columns, int batch) {
 
 template <class Pb, class T>
 void launch_conv_gemm(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
-                      float* out, int batch) {
+                      float* out, int batch, int splits = 1) {
   const long long columns = (long long)batch * Pb::QH * Pb::QW;
   check_conv_columns(columns, batch);
-  const dim3 grid(grid_for(std::size_t(columns), T::BN), unsigned(ceil_div(Pb::M, T::BM)));
-  kernel_conv_gemm<Pb, T><<<grid, T::threads, 0, stream>>>(a_src, bias, src, out, batch);
-  CTNN_CHECK_LAUNCH();
+  const dim3 grid(grid_for(std::size_t(columns), T::BN) * unsigned(splits), unsigned(ceil_div(Pb::M, T::BM)));
+  launch_split_k(kernel_conv_gemm<Pb, T>, grid, T::threads, 0, stream, splits, a_src, bias, src, out, batch, splits);
 }
 
-// The wide tile for 32-row problems when it gives at least this many blocks (two per SM of a 132-SM
-// H100), the narrow one otherwise. Measured on an H100 (docs/conv_kernels.md): for 64 rows the
-// narrow tile (8 × 4 per thread, 128 registers) beats the wide one (8 × 8, capped at 168 registers)
-// at every size tried; for 32 rows (4 × 8 against 4 × 4) the wide one wins on 32×32 images.
-inline constexpr long long conv_gemm_wide_min_blocks = 264;
-template <int M>
-bool conv_gemm_wide(long long columns) {
-  return M <= 32 && ceil_div<long long>(columns, ConvGemmWide<M>::BN) * ceil_div(M, ConvGemmWide<M>::BM) >=
-                        conv_gemm_wide_min_blocks;
+// The rule's tile and split-K factor, from conv_bench on an H100 (docs/conv_kernels.md):
+// * forward: the wide tile when it gives at least two blocks per SM, else the narrow one; split-K 2
+//   when the launch has under two blocks per SM and at least 32 k tiles (K = 576: 4-40% faster; with
+//   18 k tiles it was 2% slower);
+// * backward data: the wide tile only for 32-row problems (for 64 rows the narrow one was measured
+//   faster before), with the same two-blocks rule; split-K 2 as for the forward, and also for every
+//   strided layer with at least 16 k tiles in its largest class: its parity classes have 1, 2 or 4 of
+//   the 9 taps, and the split evens their blocks' work (1.2x at 2,048 blocks).
+struct ConvGemmPlan {
+  bool wide;
+  int splits;
+};
+template <class Pb>
+ConvGemmPlan conv_gemm_fwd_plan(int batch) {
+  const long long columns = (long long)batch * Pb::QH * Pb::QW;
+  const bool wide = conv_blocks<Pb::M>(columns, 128) >= conv_two_waves;
+  const bool few = conv_blocks<Pb::M>(columns, wide ? 128 : 64) < conv_two_waves;
+  return {wide, conv_split_k(few && ceil_div(ConvGemmTaps<Pb>::Kd, 16) >= 32)};
+}
+template <class G>
+constexpr int conv_dgrad_k_tiles() {  // class (0, 0) has the most taps: ceil(K / S) per axis
+  return ceil_div(G::Out * ceil_div(G::K, G::S) * ceil_div(G::K, G::S), 16);
+}
+template <class G>
+ConvGemmPlan conv_gemm_dgrad_plan(int batch) {
+  const long long x_columns = (long long)batch * ceil_div(G::H, G::S) * ceil_div(G::W, G::S);  // per class
+  const bool wide = G::C <= 32 && conv_blocks<G::C>((long long)batch * G::H * G::W, 128) >= conv_two_waves;
+  const bool few = conv_blocks<G::C>(x_columns, wide ? 128 : 64) * (G::S * G::S) < conv_two_waves;
+  constexpr int k_tiles = conv_dgrad_k_tiles<G>();
+  return {wide, conv_split_k((few && k_tiles >= 32) || (G::S > 1 && k_tiles >= 16))};
 }
 
 template <class Pb>
 void launch_conv_gemm_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                            float* out, int batch) {
-  if (conv_gemm_wide<Pb::M>((long long)batch * Pb::QH * Pb::QW))
-    launch_conv_gemm<Pb, ConvGemmWide<Pb::M>>(stream, a_src, bias, src, out, batch);
+  const ConvGemmPlan p = conv_gemm_fwd_plan<Pb>(batch);
+  if (p.wide)
+    launch_conv_gemm<Pb, ConvGemmWide<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
   else
-    launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
+    launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
 }
 
 // Backward data: one launch, grid (columns of the largest class, C tiles, S·S classes).
 template <class G, class T>
-void launch_conv_dgrad_gemm(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+void launch_conv_dgrad_gemm(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
+                            int splits = 1) {
   constexpr int qmax = ceil_div(G::H, G::S) * ceil_div(G::W, G::S);  // class (0, 0) is the largest
   check_conv_columns((long long)batch * G::H * G::W, batch);
-  const dim3 grid(grid_for(std::size_t(batch) * qmax, T::BN), unsigned(ceil_div(G::C, T::BM)), G::S * G::S);
-  kernel_conv_dgrad_gemm<G, T><<<grid, T::threads, 0, stream>>>(w, dy, dx, batch);
-  CTNN_CHECK_LAUNCH();
+  const dim3 grid(grid_for(std::size_t(batch) * qmax, T::BN) * unsigned(splits), unsigned(ceil_div(G::C, T::BM)),
+                  G::S * G::S);
+  launch_split_k(kernel_conv_dgrad_gemm<G, T>, grid, T::threads, 0, stream, splits, w, dy, dx, batch, splits);
 }
 template <class G>
 void launch_conv_dgrad_gemm_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  if (conv_gemm_wide<G::C>((long long)batch * G::H * G::W))
-    launch_conv_dgrad_gemm<G, ConvGemmWide<G::C>>(stream, w, dy, dx, batch);
+  const ConvGemmPlan p = conv_gemm_dgrad_plan<G>(batch);
+  if (p.wide)
+    launch_conv_dgrad_gemm<G, ConvGemmWide<G::C>>(stream, w, dy, dx, batch, p.splits);
   else
-    launch_conv_dgrad_gemm<G, ConvGemmNarrow<G::C>>(stream, w, dy, dx, batch);
+    launch_conv_dgrad_gemm<G, ConvGemmNarrow<G::C>>(stream, w, dy, dx, batch, p.splits);
 }
 
 // --- Backward weights -------------------------------------------------------------------------------
@@ -585,6 +718,11 @@ struct ConvWgradGather {
 
   template <class DstA, class DstB>
   __device__ __forceinline__ void load(int step, DstA&& dst_a, DstB&& dst_b) const {
+    load_dy(step, dst_a);
+    load_x(step, dst_b);
+  }
+  template <class DstA>
+  __device__ __forceinline__ void load_dy(int step, DstA&& dst_a) const {
     const int q = step * BK + kk;
     const bool q_ok = q < rows;
     const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
@@ -593,8 +731,14 @@ struct ConvWgradGather {
     for (int j = 0; j < a_per_thread; ++j) {
       const int mm = lr + j * (NT / BK), o = m0 + mm;
       const bool ok = q_ok && o < G::Out;
-      if (mm < BM) cp_async_f32(dst_a(kk, mm), ok ? dyq + o * G::OHW : dy, ok);
+      if (mm < BM) cp_async_f32(dst_a(kk, mm), dyq + (ok ? o * G::OHW : 0), ok);
     }
+  }
+  template <class DstB>
+  __device__ __forceinline__ void load_x(int step, DstB&& dst_b) const {
+    const int q = step * BK + kk;
+    const bool q_ok = q < rows;
+    const int n = q_ok ? q / G::OHW : 0, p = q_ok ? q % G::OHW : 0;
     // Position q's window: its origin and which of its taps fall inside x.
     const int iy0 = (p / G::OW) * G::S - G::P, ix0 = (p % G::OW) * G::S - G::P;
     const typename Taps::Mask valid = q_ok ? Taps::valid_taps(iy0, ix0) : 0;
@@ -606,7 +750,7 @@ struct ConvWgradGather {
       if (nn < BN) {
         const ConvTap t = taps[nn];
         const bool ok = (valid >> t.r) & 1;
-        cp_async_f32(dst_b(kk, nn), ok ? xq + (org + t.src_off) : x, ok);
+        cp_async_f32(dst_b(kk, nn), xq + (ok ? org + t.src_off : 0), ok);
       }
     }
   }

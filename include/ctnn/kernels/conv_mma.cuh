@@ -3,8 +3,8 @@
 // Math::tf32; sm_80 or newer): the same three problems, the same gathers (ConvColumn, gather_a_tile,
 // ConvWgradGather), the same cp.async pipeline and the same deterministic weight-gradient split, with
 // the arithmetic done by mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32. Each operand is rounded
-// to TF32 (10-bit mantissa, round to nearest, ties away: cvt.rna) as it leaves shared memory; the
-// products accumulate in FP32, starting from the bias.
+// to TF32 (10-bit mantissa, round to nearest, ties away, as cvt.rna rounds) as it leaves shared memory;
+// the products accumulate in FP32, starting from the bias.
 //
 // A block of 4 warps owns a BM × BN tile of the result; warp (wm, wn) a (BM/WM) × (BN/WN) part of it,
 // as MI × NJ mma tiles of 16 × 8, whose accumulators it holds in registers. Per BK = 16 slice a warp
@@ -32,12 +32,11 @@
 namespace ctnn::kernels {
 
 // --- TF32 mma.sync ------------------------------------------------------------------------------------
-// x rounded to TF32 (the low 13 mantissa bits cleared after rounding to nearest), as the mma reads it.
-__device__ __forceinline__ unsigned tf32_round(float x) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
+// x rounded to TF32 as cvt.rna.tf32.f32 rounds it (to nearest on the 10-bit mantissa, ties away from
+// zero), in one integer add: the mma ignores the 13 low bits of a TF32 operand, so adding half a TF32
+// ulp to the magnitude bits rounds. Same result as cvt.rna for every input (an Inf stays Inf and a NaN
+// a NaN once the low bits are dropped); cvt.rna compiles to a compare and a predicated add.
+__device__ __forceinline__ unsigned tf32_round(float x) { return __float_as_uint(x) + 0x1000u; }
 
 // d (16 × 8, FP32) += a (16 × 8, TF32, row-major) · b (8 × 8, TF32, column-major). Fragments (lane =
 // 4·g + t): a = {(g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)}, b = {(t, g), (t + 4, g)},
@@ -165,7 +164,7 @@ constexpr int conv_mma_table_size() {
 template <class Pb, class T>
 __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const float* __restrict__ a_src,
                                                const float* __restrict__ bias, const float* __restrict__ src,
-                                               float* __restrict__ out, int batch) {
+                                               float* __restrict__ out, int batch, int splits) {
   using Tiles = ConvMmaTiles<T>;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, NT = T::threads, MI = T::MI, NJ = T::NJ;
   constexpr int QHW = Pb::QH * Pb::QW, Kd = ConvGemmTaps<Pb>::Kd;
@@ -174,13 +173,15 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
   // Preconditions
   static_assert(NT % BN == 0 && BK % b_rows == 0, "each thread gathers one column of the source tile");
   static_assert(QHW > 0 && Pb::M > 0, "a non-empty problem");
+  static_assert(BM * (BN + 4) * 4 <= Tiles::bytes, "a split's partial tile fits in the tiles' memory");
 
   float* As = smem;                                 // (stages, BM, KC): A, k-contiguous rows
   float* Bs = smem + T::stages * Tiles::a_floats;   // (stages, BK, KM): the source, k-major
   ConvTap* tap_s = reinterpret_cast<ConvTap*>(Bs + T::stages * Tiles::b_floats);  // (k), or none
   const int columns = batch * QHW;
-  const int q0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
-  if (q0 >= columns) return;  // a smaller parity class than the grid's largest: the whole block
+  const ConvSplit sp(splits, k_tiles);
+  const int q0 = sp.tile() * BN, m0 = blockIdx.y * BM;
+  if (q0 >= columns) return;  // a smaller parity class than the grid's largest: the whole block (cluster)
   const ConvTapSource<Pb> tap = conv_tap_source<Pb, NT>(tap_s, tab_size, k_tiles * BK);
   const int lq = threadIdx.x % BN, lk = threadIdx.x / BN;  // the source column this thread gathers
   const ConvColumn<Pb> column(src, q0 + lq, columns);
@@ -205,7 +206,7 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
 #pragma unroll
     for (int j = 0; j < BK / b_rows; ++j) {
       const int kk = lk + j * b_rows;
-      column.gather(B + kk * T::KM + lq, tap(k0 + kk), src);  // the same k across the warp
+      column.gather(B + kk * T::KM + lq, tap(k0 + kk));  // the same k across the warp
     }
   };
 
@@ -216,15 +217,30 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + lane.mw + 16 * i + 8 * h + lane.g;
-      const float b0 = Pb::has_bias && m < Pb::M ? bias[m] : 0.f;
+      const float b0 = Pb::has_bias && m < Pb::M && sp.split == 0 ? bias[m] : 0.f;
 #pragma unroll
       for (int j = 0; j < NJ; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b0;
     }
   const int a_at = lane.a_at(), b_at = lane.template b_at<true>();
-  cp_async_pipeline<T::stages>(k_tiles, load_tile, [&](int stage) {
-    mma_slice<T, true>(As + stage * Tiles::a_floats + a_at, Bs + stage * Tiles::b_floats + b_at, acc,
-                       [](int, float2, float2) {});
-  });
+  cp_async_pipeline<T::stages>(sp.end - sp.first, [&](int stage, int t) { load_tile(stage, sp.first + t); },
+                               [&](int stage) {
+                                 mma_slice<T, true>(As + stage * Tiles::a_floats + a_at,
+                                                    Bs + stage * Tiles::b_floats + b_at, acc, [](int, float2, float2) {});
+                               });
+
+  if (splits > 1) {
+    __syncthreads();  // every warp is done with the tiles: they hold the partial tile now
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          *reinterpret_cast<float2*>(smem + (lane.mw + 16 * i + 8 * h + lane.g) * (BN + 4) + lane.nw + 8 * j + 2 * lane.t) =
+              make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    conv_split_reduce_store<Pb, BM, BN, NT>(smem, sp, out, m0, q0, columns);
+    return;
+  }
 
   // A thread holds columns q, q + 1 of rows g and g + 8 per mma tile. For the forward (contiguous
   // output rows, QH·QW even) the two are neighbours in one sample's plane: one 8-byte store.
@@ -260,9 +276,9 @@ kernel_conv_mma(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m�
                 const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
                 const float* __restrict__ src,    // [batch][SC][SH][SW]
                 float* __restrict__ out,          // [batch][M][OH][OW]
-                int batch)
+                int batch, int splits)
 {
-  conv_mma_block<Pb, T>(conv_mma_smem(), conv_mma_table_size<Pb, T>(), a_src, bias, src, out, batch);
+  conv_mma_block<Pb, T>(conv_mma_smem(), conv_mma_table_size<Pb, T>(), a_src, bias, src, out, batch, splits);
 }
 
 template <class G, class T>
@@ -276,27 +292,54 @@ __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_dgrad_mma(const float* __restrict__ w,   // [Out][C][K][K]
                       const float* __restrict__ dy,  // [batch][Out][OH][OW]
                       float* __restrict__ dx,        // [batch][C][H][W]
-                      int batch)
+                      int batch, int splits)
 {
   constexpr int tab = conv_dgrad_mma_table_size<G, T>();
   for_parity_class<G>(int(blockIdx.z), [&](auto pb) {
-    conv_mma_block<typename decltype(pb)::type, T>(conv_mma_smem(), tab, w, nullptr, dy, dx, batch);
+    conv_mma_block<typename decltype(pb)::type, T>(conv_mma_smem(), tab, w, nullptr, dy, dx, batch, splits);
   });
 }
 
 // Tiles: BM = 32 or 64 rows; BN 128 (wide: 4 warps of 32 × 32 or 32 × 64), 64 (narrow: 4 warps of
-// 16 × 32 or 32 × 32) or 32 (slim: 4 warps of 16 × 16 or 32 × 16; benchmarks and tests only). The
-// gathers' instructions, not the mma, set the pace, and a block runs its k tiles one after another:
-// on an H100 (docs/conv_kernels.md) the narrow tile beat the wide one for 64 rows at every size, and
-// the wide one won for 32 rows when it gave at least two blocks per SM.
+// 16 × 32 or 32 × 32) or 32 (slim: 4 warps of 16 × 16 or 32 × 16). The gathers' instructions, not the
+// mma, set the pace: a block runs its k tiles one after another, so the widest tile that still gives
+// enough blocks wins (measured on an H100, docs/conv_kernels.md).
 template <int M>
 using ConvMmaWide = MmaTile<(M <= 32 ? 32 : 64), 128, (M <= 32 ? 1 : 2), (M <= 32 ? 4 : 2)>;
 template <int M>
 using ConvMmaNarrow = MmaTile<(M <= 32 ? 32 : 64), 64, 2, 2>;
 template <int M>
 using ConvMmaSlim = MmaTile<(M <= 32 ? 32 : 64), 32, 2, 2>;
-// The wide tile for 32-row problems when it gives at least this many blocks (two per SM of a 132-SM H100).
-inline constexpr long long conv_mma_wide_min_blocks = 264;
+enum class ConvMmaTileChoice { wide, narrow, slim };
+// The rule's tile and split-K factor, from conv_bench on an H100 (docs/conv_kernels.md): the wide tile
+// when it gives at least two blocks per SM (for 64 rows too: 7-14% faster than narrow at B = 256),
+// else the narrow one when it gives at least one block per SM, else the slim one; split-K 2 when the
+// chosen tile gives under two blocks per SM (7-15% faster), except for strided backward data (its
+// splits were slower: 19.5 -> 21.9 us on 64->64 s2, B = 64).
+struct ConvMmaPlan {
+  ConvMmaTileChoice tile;
+  int splits;
+};
+template <int M>
+ConvMmaPlan conv_mma_plan(long long columns, long long x_columns, int classes, int k_tiles) {
+  using C = ConvMmaTileChoice;
+  const C tile = conv_blocks<M>(columns, 128) >= conv_two_waves ? C::wide
+                 : conv_blocks<M>(columns, 64) >= conv_two_waves / 2 ? C::narrow
+                                                                     : C::slim;
+  const int bn = tile == C::wide ? 128 : tile == C::narrow ? 64 : 32;
+  return {tile, conv_split_k(classes == 1 && conv_blocks<M>(x_columns, bn) < conv_two_waves && k_tiles >= 16)};
+}
+template <class Pb>
+ConvMmaPlan conv_mma_fwd_plan(int batch) {
+  const long long columns = (long long)batch * Pb::QH * Pb::QW;
+  return conv_mma_plan<Pb::M>(columns, columns, 1, ceil_div(ConvGemmTaps<Pb>::Kd, 16));
+}
+template <class G>
+ConvMmaPlan conv_mma_dgrad_plan(int batch) {
+  return conv_mma_plan<G::C>((long long)batch * G::H * G::W,
+                             (long long)batch * ceil_div(G::H, G::S) * ceil_div(G::W, G::S), G::S * G::S,
+                             conv_dgrad_k_tiles<G>());
+}
 
 inline void check_tf32_weights(const float* w) {
   if (reinterpret_cast<std::uintptr_t>(w) % 16 != 0)
@@ -305,49 +348,47 @@ inline void check_tf32_weights(const float* w) {
 
 template <class Pb, class T>
 void launch_conv_mma(cudaStream_t stream, const float* a_src, const float* bias, const float* src, float* out,
-                     int batch) {
+                     int batch, int splits = 1) {
   const long long columns = (long long)batch * Pb::QH * Pb::QW;
   check_conv_columns(columns, batch);
   if constexpr (Pb::a_rows_contiguous) check_tf32_weights(a_src);
   constexpr int smem = ConvMmaTiles<T>::bytes + 16 * conv_mma_table_size<Pb, T>();
   request_dynamic_smem<kernel_conv_mma<Pb, T>, smem>();
-  const dim3 grid(grid_for(std::size_t(columns), T::BN), unsigned(ceil_div(Pb::M, T::BM)));
-  kernel_conv_mma<Pb, T><<<grid, T::threads, smem, stream>>>(a_src, bias, src, out, batch);
-  CTNN_CHECK_LAUNCH();
-}
-
-template <int M>
-bool conv_mma_wide(long long columns) {
-  return M <= 32 && ceil_div<long long>(columns, ConvMmaWide<M>::BN) * ceil_div(M, ConvMmaWide<M>::BM) >=
-                        conv_mma_wide_min_blocks;
+  const dim3 grid(grid_for(std::size_t(columns), T::BN) * unsigned(splits), unsigned(ceil_div(Pb::M, T::BM)));
+  launch_split_k(kernel_conv_mma<Pb, T>, grid, T::threads, smem, stream, splits, a_src, bias, src, out, batch, splits);
 }
 
 template <class Pb>
 void launch_conv_mma_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                           float* out, int batch) {
-  if (conv_mma_wide<Pb::M>((long long)batch * Pb::QH * Pb::QW))
-    launch_conv_mma<Pb, ConvMmaWide<Pb::M>>(stream, a_src, bias, src, out, batch);
-  else
-    launch_conv_mma<Pb, ConvMmaNarrow<Pb::M>>(stream, a_src, bias, src, out, batch);
+  const ConvMmaPlan p = conv_mma_fwd_plan<Pb>(batch);
+  switch (p.tile) {
+    case ConvMmaTileChoice::wide: return launch_conv_mma<Pb, ConvMmaWide<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
+    case ConvMmaTileChoice::narrow: return launch_conv_mma<Pb, ConvMmaNarrow<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
+    case ConvMmaTileChoice::slim: return launch_conv_mma<Pb, ConvMmaSlim<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
+  }
 }
 
 // Backward data: one launch, grid (columns of the largest class, C tiles, S·S classes).
 template <class G, class T>
-void launch_conv_dgrad_mma(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+void launch_conv_dgrad_mma(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
+                           int splits = 1) {
   constexpr int qmax = ceil_div(G::H, G::S) * ceil_div(G::W, G::S);  // class (0, 0) is the largest
   check_conv_columns((long long)batch * G::H * G::W, batch);
   constexpr int smem = ConvMmaTiles<T>::bytes + 16 * conv_dgrad_mma_table_size<G, T>();
   request_dynamic_smem<kernel_conv_dgrad_mma<G, T>, smem>();
-  const dim3 grid(grid_for(std::size_t(batch) * qmax, T::BN), unsigned(ceil_div(G::C, T::BM)), G::S * G::S);
-  kernel_conv_dgrad_mma<G, T><<<grid, T::threads, smem, stream>>>(w, dy, dx, batch);
-  CTNN_CHECK_LAUNCH();
+  const dim3 grid(grid_for(std::size_t(batch) * qmax, T::BN) * unsigned(splits), unsigned(ceil_div(G::C, T::BM)),
+                  G::S * G::S);
+  launch_split_k(kernel_conv_dgrad_mma<G, T>, grid, T::threads, smem, stream, splits, w, dy, dx, batch, splits);
 }
 template <class G>
 void launch_conv_dgrad_mma_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  if (conv_mma_wide<G::C>((long long)batch * G::H * G::W))
-    launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(stream, w, dy, dx, batch);
-  else
-    launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(stream, w, dy, dx, batch);
+  const ConvMmaPlan p = conv_mma_dgrad_plan<G>(batch);
+  switch (p.tile) {
+    case ConvMmaTileChoice::wide: return launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(stream, w, dy, dx, batch, p.splits);
+    case ConvMmaTileChoice::narrow: return launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(stream, w, dy, dx, batch, p.splits);
+    case ConvMmaTileChoice::slim: return launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(stream, w, dy, dx, batch, p.splits);
+  }
 }
 
 // --- Backward weights ---------------------------------------------------------------------------------
@@ -359,6 +400,7 @@ struct ConvWgradMma : ConvWgradSplits<G, (G::Out <= 32 ? 32 : 64), wgrad_bn<G::C
   using Tile = MmaTile<BM, BN, BM / 32, 4 / (BM / 32)>;  // 4 warps of 32 × BN/4 or 32 × BN/2
   static constexpr int a_floats = BM * Tile::KC, b_floats = BN * Tile::KC;
   static constexpr int smem_bytes = Tile::stages * (a_floats + b_floats) * 4 + 16 * BN;
+  static constexpr bool dy_vec = G::OHW % 4 == 0;  // dy gathered 4 positions at a time (16-byte aligned)
 };
 
 template <class G>
@@ -372,6 +414,7 @@ kernel_conv_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
   using Cfg = ConvWgradMma<G>;
   using T = typename Cfg::Tile;
   constexpr int BM = T::BM, BN = T::BN, BK = T::BK, NT = T::threads, MI = T::MI, NJ = T::NJ;
+  constexpr bool dy_vec = Cfg::dy_vec;
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
 
@@ -398,8 +441,21 @@ kernel_conv_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
       [&](int stage, int t) {
         float* A = As + stage * Cfg::a_floats;
         float* B = Bs + stage * Cfg::b_floats;
-        gather.load(step0 + t, [&](int kk, int mm) { return A + mm * T::KC + kk; },
-                    [&](int kk, int nn) { return B + nn * T::KC + kk; });
+        if constexpr (dy_vec) {
+          // dy's rows are contiguous in q within a sample, and OH·OW % 4 == 0: 16-byte copies of 4 q.
+          const int q0 = (step0 + t) * BK;
+#pragma unroll
+          for (int j = 0; j < ceil_div(BM * BK / 4, NT); ++j) {
+            const int e = threadIdx.x + j * NT, v = e % (BK / 4), mm = e / (BK / 4), o = m0 + mm, q = q0 + 4 * v;
+            const bool ok = q < rows && o < G::Out;  // rows % 4 == 0: a quad is all in or all out
+            const int n = q / G::OHW, p = q % G::OHW;
+            if ((BM * BK / 4) % NT == 0 || e < BM * BK / 4)
+              cp_async_f32x4(A + mm * T::KC + 4 * v, dy + (ok ? (std::size_t(n) * G::Out + o) * G::OHW + p : 0), ok);
+          }
+        } else {
+          gather.load_dy(step0 + t, [&](int kk, int mm) { return A + mm * T::KC + kk; });
+        }
+        gather.load_x(step0 + t, [&](int kk, int nn) { return B + nn * T::KC + kk; });
       },
       [&](int stage) {
         mma_slice<T, false>(As + stage * Cfg::a_floats + a_at, Bs + stage * Cfg::b_floats + b_at, acc,
@@ -438,6 +494,8 @@ void launch_conv_wgrad_mma(cudaStream_t stream, const float* x, const float* dy,
   const long long rows = (long long)batch * G::OHW;
   if (rows + Cfg::Tile::BK > 0x7fffffffLL)
     throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
+  if (Cfg::dy_vec && reinterpret_cast<std::uintptr_t>(dy) % 16 != 0)
+    throw std::invalid_argument("ctnn: Conv backward (TF32): dy must be 16-byte aligned");
   const int splits = Cfg::splits(batch);
   request_dynamic_smem<kernel_conv_wgrad_mma<G>, Cfg::smem_bytes>();
   const dim3 grid(unsigned(splits), Cfg::n_tiles, Cfg::m_tiles);
