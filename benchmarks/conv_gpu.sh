@@ -4,7 +4,8 @@
 #   test      tests/gpu/test_kernel_conv.cu and test_kernel_conv_tf32.cu
 #   bench     benchmarks/conv_bench (per-layer table, FP32 and TF32)
 #   cifar     benchmarks/cifar_bench --math fp32,tf32 (epoch times; CIFAR_ARGS adds options)
-#   sanitize  compute-sanitizer memcheck and racecheck on the conv tests (SAN_TESTS: which)
+#   sanitize  compute-sanitizer memcheck and racecheck on the conv tests (SAN_TESTS: which; CTNN_ONLY=text
+#             keeps only the test cases whose name contains the text)
 #   sass      the benchmark's machine code, gzipped
 #   ncu       Nsight Compute on one call of each conv kernel of the benchmark
 # Logs go to $OUT (or ./gpu-out). With CONV_BIN=dir the binaries built elsewhere (dir/conv_bench,

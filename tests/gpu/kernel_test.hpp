@@ -2,12 +2,20 @@
 // Shared by the per-kernel GPU tests (test_kernel_*.cu), on top of gpu_test.hpp: a pass/fail tally
 // with the summary line, a tolerance for sums of many products, bitwise comparison, a stream.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "gpu_test.hpp"
 
 namespace ctnn_test {
+
+// CTNN_ONLY=<text> (for a sanitizer run, where every launch is slow) runs only the cases whose name
+// contains the text; unset, every case runs.
+inline bool case_selected(const char* name) {
+  const char* only = std::getenv("CTNN_ONLY");
+  return only == nullptr || std::strstr(name, only) != nullptr;
+}
 
 struct Tally {
   int passed = 0, failed = 0;

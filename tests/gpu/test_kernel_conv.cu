@@ -30,6 +30,7 @@ std::vector<int> batch_list(std::initializer_list<int> batches) {
 
 template <class L, class In>
 void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init, std::uint64_t seed) {
+  if (!case_selected(name)) return;
   const std::vector<int> batches = batch_list(batch_init);
   using B = typename L::template bind<In>;
   using Dev = cuda_layer<L, In>;

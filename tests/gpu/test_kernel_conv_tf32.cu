@@ -148,6 +148,7 @@ void check_tf32(Tally& t, const std::vector<float>& got, const Reference& ref, c
 
 template <class L, class In>
 void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch_init, std::uint64_t seed) {
+  if (!case_selected(name)) return;
   const std::vector<int> batches = batch_list(batch_init);
   using B = typename L::template bind<In>;
   using Dev = cuda_layer<L, In>;
@@ -307,6 +308,7 @@ double norm_of_difference(const std::vector<float>& a, const std::vector<float>&
 }
 
 void test_training_tf32(Tally& t) {
+  if (!case_selected("training")) return;
   constexpr int batch = 64;
   // One step from the same parameters: the TF32 update differs from the FP32 one by TF32's rounding of
   // the gradients, a small part of the update itself (under 1% measured on an H100: the rounding error
