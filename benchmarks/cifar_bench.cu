@@ -87,13 +87,13 @@ void bench(const char* name, const std::vector<int>& batches, int epochs, const 
   for (std::size_t at = 0; at < test.count; at += max_batch) {
     const int b = int(std::min<std::size_t>(max_batch, test.count - at));
     net.upload_input(x.data() + at * per, b);
-    net.forward(b);  // warm-up outside capture
+    net.forward_fused(b);  // warm-up outside capture
     net.synchronize();
     graphs.push_back(std::make_unique<ctnn::CudaGraph>());
     graphs.back()->capture(s, [&] {
       CTNN_CUDA_CHECK(cudaMemcpyAsync(net.input(), dx + at * per, std::size_t(b) * per * sizeof(float),
                                       cudaMemcpyDeviceToDevice, s));
-      net.forward(b);
+      net.forward_fused(b);
     });
   }
   cudaEvent_t e0, e1;

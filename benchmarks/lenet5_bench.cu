@@ -10,8 +10,10 @@
 //                between consecutive on_epoch callbacks (the trainer has synchronised with the device
 //                by then: the epoch's loss and accuracy are in the stats); the median is reported.
 //   test_acc     Trainer::evaluate on the 10k test images after the timed epochs, in percent.
+//   step_kernels, step_copies  kernel and memcpy nodes of the trainer's captured training step.
 //   infer_img_s  the 10k test images, normalised once and resident on the device, through the last
-//                trained network (that of the last --batches entry): in chunks of 1024 through the
+//                trained network (that of the last --batches entry), by the fused plan
+//                (CudaNetwork::forward_fused): in chunks of 1024 through the
 //                trainer's CudaNetwork<Net, 1024>, and in one chunk of 10,000 through a
 //                CudaNetwork<Net, 10000> holding the same parameters. Per chunk a device-to-device copy
 //                into the network's input slot and a forward pass (Softmax included). eager: launched by
@@ -194,6 +196,7 @@ void report(const std::string& mode, int batch, const char* metric, double value
 struct TrainRun {
   int batch = 0;
   double epoch_s = 0, trainer_epoch_s = 0, test_acc = 0, final_loss = 0;
+  ctnn::CudaGraph::NodeCounts step{};  // nodes of the captured training step
 };
 
 // Trains a fresh trainer; leaves it in `trainer`.
@@ -226,6 +229,7 @@ TrainRun train(const Options& o, int batch, const ctnn::Dataset& train_set, cons
   r.epoch_s = median(wall);
   r.trainer_epoch_s = median(own);
   r.final_loss = loss;
+  r.step = trainer->step_graph_nodes();
   r.test_acc = 100 * trainer->evaluate(test_set).accuracy;
   return r;
 }
@@ -248,7 +252,7 @@ Throughput measure_inference(Network& net, const float* x, const ctnn::Dataset& 
     CTNN_CUDA_CHECK(cudaMemcpyAsync(net.input(), x + std::size_t(at) * image_floats,
                                     std::size_t(b) * image_floats * sizeof(float), cudaMemcpyDeviceToDevice,
                                     stream));
-    net.forward(b);
+    net.forward_fused(b);
     return b;
   };
   auto enqueue_pass = [&] {
@@ -335,6 +339,8 @@ int main(int argc, char** argv) try {
     runs.push_back(train(o, batch, train_set, test_set, trainer));
     report(train_mode, batch, "epoch_s", runs.back().epoch_s, 6);
     report(train_mode, batch, "test_acc", runs.back().test_acc, 2);
+    report(train_mode, batch, "step_kernels", double(runs.back().step.kernels), 0);
+    report(train_mode, batch, "step_copies", double(runs.back().step.copies), 0);
   }
 
   // ---- inference, through the last trained network ----
@@ -378,12 +384,12 @@ int main(int argc, char** argv) try {
   };
   const double eager_us = latency([&](int i) {
     copy_image(i);
-    net.forward(1);
+    net.forward_fused(1);
   });
   report("eager", 1, "latency_us", eager_us, 3);
   double graph_us = 0;
   {
-    const Graph one(stream, [&] { net.forward(1); });
+    const Graph one(stream, [&] { net.forward_fused(1); });
     graph_us = latency([&](int i) {
       copy_image(i);
       one.launch(stream);
@@ -417,10 +423,11 @@ int main(int argc, char** argv) try {
   std::printf("\nLeNet-5 / MNIST, ctnn %d.%d.%d (CUDA backend, training step: %s) on %s\n", ctnn::version_major,
               ctnn::version_minor, ctnn::version_patch, train_mode == "graph" ? "CUDA graph" : "eager launches",
               prop.name);
-  std::printf("%-6s %6s %10s %12s %12s %9s\n", "mode", "batch", "epoch_s", "(trainer's)", "train img/s", "test_acc%");
+  std::printf("%-6s %6s %10s %12s %12s %9s %14s\n", "mode", "batch", "epoch_s", "(trainer's)", "train img/s",
+              "test_acc%", "step launches");
   for (const TrainRun& r : runs)
-    std::printf("%-6s %6d %10.4f %12.4f %12.0f %9.2f\n", train_mode.c_str(), r.batch, r.epoch_s, r.trainer_epoch_s,
-                double(train_set.count) / r.epoch_s, r.test_acc);
+    std::printf("%-6s %6d %10.4f %12.4f %12.0f %9.2f %5zu + %zu copies\n", train_mode.c_str(), r.batch, r.epoch_s,
+                r.trainer_epoch_s, double(train_set.count) / r.epoch_s, r.test_acc, r.step.kernels, r.step.copies);
   std::printf("%-22s %6s %12s\n", "inference", "batch", "img/s");
   std::printf("%-22s %6d %12.0f\n", "forward, eager", max_batch, chunked.eager_img_s);
   std::printf("%-22s %6d %12.0f\n", "forward, graph", max_batch, chunked.graph_img_s);

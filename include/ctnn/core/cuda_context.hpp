@@ -27,6 +27,10 @@ struct CudaContext {
   const std::uint64_t* step = nullptr;
   // Matrix products in FP32 or TF32 (cuBLAS follows the handle's math mode; ctnn's own kernels read this).
   Math math = Math::fp32;
+  // Integer counters for kernels that finish a split reduction themselves (kernels/reduce.cuh,
+  // finish_splits): zero between launches, device memory.
+  unsigned* tickets = nullptr;
+  std::size_t ticket_count = 0;
 };
 
 namespace detail {

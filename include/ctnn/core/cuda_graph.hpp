@@ -1,32 +1,15 @@
 #pragma once
-// A captured CUDA graph (CudaGraph) and the node a capture just recorded (last_captured_node): how a
-// whole training step becomes one launch. A captured step whose memcpy nodes are re-pointed before
-// each launch (set_copy) can walk through an epoch without being captured again.
+// A captured CUDA graph (CudaGraph): how a whole training step becomes one launch. The trainer's
+// captured step finds its per-step values through a step cursor in device memory, so one capture
+// walks through every epoch.
 #include <cstddef>
-#include <string>
 #include <vector>
 
 #include "cuda_check.hpp"
 
 namespace ctnn {
 
-
-// The node that the next operation captured on `stream` would depend on; right after a
-// cudaMemcpyAsync on a capturing stream (whose work is a chain), that copy's node.
-inline cudaGraphNode_t last_captured_node(cudaStream_t stream) {
-  cudaStreamCaptureStatus status{};
-  const cudaGraphNode_t* nodes = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  std::size_t count = 0;
-  CTNN_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, &edges, &count));
-  if (status != cudaStreamCaptureStatusActive || count != 1)
-    throw cuda_error("ctnn: expected the stream to be capturing a chain of operations (capture status " +
-                     std::to_string(int(status)) + ", " + std::to_string(count) + " open dependencies)");
-  return nodes[0];
-}
-
-// A captured CUDA graph and its executable instance. The graph is kept alive because node handles
-// used to update the instance must belong to it.
+// A captured CUDA graph and its executable instance (the graph is kept for node_counts).
 class CudaGraph {
  public:
   CudaGraph() = default;
@@ -55,11 +38,6 @@ class CudaGraph {
     CTNN_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
   }
 
-  // Re-points memcpy node `node` (a 1-D device-to-device copy of the captured graph) for the next
-  // launches.
-  void set_copy(cudaGraphNode_t node, void* dst, const void* src, std::size_t bytes) {
-    CTNN_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec_, node, dst, src, bytes, cudaMemcpyDeviceToDevice));
-  }
   void launch(cudaStream_t stream) { CTNN_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
 
   // What the captured graph holds: kernel launches, copies, anything else (memsets, ...).

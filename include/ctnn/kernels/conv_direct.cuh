@@ -26,50 +26,78 @@ struct ConvDims {
                                 D > 0 && span <= H + 2 * P && span <= W + 2 * P;
 };
 
+// How the direct kernels read the tensor they stage (the input x, or the gradient dy that backward
+// reads) and where the forward kernel puts its results. The plain kernels below read and write
+// memory; a fused group's kernels (conv_fused.cuh) compute what they read and finish what they write.
+// Element (c, y, x) of sample n of a [batch][C][H][W] tensor.
+template <int C, int H, int W>
+struct PlainLoad {
+  const float* p;
+  __device__ float operator()(std::size_t n, int c, int y, int x) const {
+    return p[((n * C + c) * H + y) * W + x];
+  }
+};
+// Output channels o0.. of pixel (oy, ox) of sample n (PQ = 1: one pixel per result).
+template <class G>
+struct PlainStore {
+  float* p;  // [batch][Out][OH][OW]
+  template <int OCPT>
+  __device__ void operator()(std::size_t n, int o0, int oy, int ox, const float (&acc)[1][OCPT]) const {
+    float* yo = p + (n * G::Out + o0) * G::OHW + oy * G::OW + ox;
+#pragma unroll
+    for (int j = 0; j < OCPT; ++j)
+      if (o0 + j < G::Out) yo[std::size_t(j) * G::OHW] = acc[0][j];
+  }
+};
+
 // ---------------------------------------------------------------------------------------------------
 // Forward, direct. A block computes `rows` output rows of one sample for all output channels. It
 // stages the input rows those outputs read (zero-padded, so the inner loop has no bounds checks) and
 // all the layer's weights in shared memory. Each thread computes one output pixel for `ocpt` output
 // channels: per tap one input value (conflict-free: neighbouring threads read neighbouring columns)
-// and `ocpt` weights (one broadcast vector load), then `ocpt` FMAs.
+// and `ocpt` weights (one broadcast vector load), then `ocpt` FMAs. With PQ > 1 (a fused pooling of
+// PQ × PQ windows) a thread computes a whole window, PQ × PQ pixels, reusing each weight load for
+// all of them; rows then count windows, and output rows and columns past the last whole window are
+// not computed (no window reads them).
 //
 // With Flip, the same kernel computes the backward-data pass of a stride-1 convolution: dx is the
 // convolution of dy, padded by D·(K−1) − P, with the kernel rotated by 180° and its input and output
 // channels swapped. Then G describes that convolution (G::C = the layer's Out, G::Out = the layer's
 // C), w is the layer's weight [G::C][G::Out][K][K], and there is no bias.
-template <class G>
+template <class G, int PQ = 1>
 struct ConvDirect {
   static constexpr int threads = 128;
   static constexpr int ocpt = G::Out <= 8 ? G::Out : 4;  // output channels per thread
   static constexpr int groups = ceil_div(G::Out, ocpt);  // channel groups per pixel
   static constexpr int oc_padded = groups * ocpt;
-  // About one (pixel, channel group) item per thread, balanced over the row tiles.
-  static constexpr int rows_wanted = clamp_to(threads / (G::OW * groups), 1, G::OH);
-  static constexpr int tiles = ceil_div(G::OH, rows_wanted);
-  static constexpr int rows = ceil_div(G::OH, tiles);
-  static constexpr int items = rows * G::OW * groups;
-  static constexpr int in_rows = (rows - 1) * G::S + G::span;
-  static constexpr int in_cols = (G::OW - 1) * G::S + G::span;
+  static constexpr int QH = G::OH / PQ, QW = G::OW / PQ;  // pixel blocks (PQ × PQ pixels each)
+  // About one (pixel block, channel group) item per thread, balanced over the row tiles.
+  static constexpr int rows_wanted = clamp_to(threads / (QW * groups), 1, QH);
+  static constexpr int tiles = ceil_div(QH, rows_wanted);
+  static constexpr int rows = ceil_div(QH, tiles);
+  static constexpr int items = rows * QW * groups;
+  static constexpr int in_rows = (rows * PQ - 1) * G::S + G::span;
+  static constexpr int in_cols = (QW * PQ - 1) * G::S + G::span;
   static constexpr int in_floats = round_up(G::C * in_rows * in_cols, 4);
   static constexpr int w_floats = G::CKK * oc_padded;
   static constexpr int smem_floats = in_floats + w_floats + oc_padded;
   static constexpr bool fits = smem_floats <= smem_limit_floats;
 };
 
-template <class G, bool Flip = false>
-__global__ void __launch_bounds__(ConvDirect<G>::threads)
-kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][Out][K][K] with Flip)
-                           const float* __restrict__ b,  // [Out] (unused with Flip)
-                           const float* __restrict__ x,  // [batch][C][H][W]
-                           float* __restrict__ y)        // [batch][Out][OH][OW]
-{
-  using Cfg = ConvDirect<G>;
+// The body of the direct forward kernels: ld(n, c, iy, ix) reads the input, st(n, o0, qy, qx, acc)
+// takes the results of pixel block (qy, qx), acc[py·PQ + px][j] for channel o0 + j.
+template <class G, bool Flip, int PQ, class Load, class Store>
+__device__ __forceinline__ void conv_forward_direct_block(const float* __restrict__ w,  // see kernel_conv_forward_direct
+                                                          const float* __restrict__ b,
+                                                          const Load& ld, const Store& st) {
+  using Cfg = ConvDirect<G, PQ>;
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
   static_assert(Cfg::fits, "ctnn: the direct convolution's input rows and weights exceed 48 KB of "
                            "shared memory; use ConvAlgo::implicit_gemm for this layer");
-  static_assert(Cfg::rows >= 1 && Cfg::rows * Cfg::tiles >= G::OH, "row tiles cover the output");
-  constexpr int C = G::C, H = G::H, W = G::W, K = G::K, S = G::S, D = G::D, OW = G::OW;
+  static_assert(PQ >= 1 && Cfg::QH >= 1 && Cfg::QW >= 1, "at least one pixel block");
+  static_assert(Cfg::rows >= 1 && Cfg::rows * Cfg::tiles >= Cfg::QH, "row tiles cover the output");
+  constexpr int C = G::C, H = G::H, W = G::W, K = G::K, S = G::S, D = G::D, QW = Cfg::QW;
   constexpr int OCPT = Cfg::ocpt, IR = Cfg::in_rows, IC = Cfg::in_cols;
 
   __shared__ __align__(16) float in_s[Cfg::in_floats];   // (C, IR, IC), zero outside the input
@@ -78,9 +106,11 @@ kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][
 
   const int tile = int(blockIdx.x % unsigned(Cfg::tiles));
   const std::size_t n = blockIdx.x / unsigned(Cfg::tiles);
-  const int oy0 = tile * Cfg::rows;
+  const int qy0 = tile * Cfg::rows;
 
-  // e runs along w's memory order (o, tap = c·K·K + ky·K + kx); channels past Out are zero.
+  // e runs along w's memory order (o, tap = c·K·K + ky·K + kx); channels past Out are zero. The
+  // staging loops are unrolled so that each thread has several loads in flight.
+#pragma unroll 8
   for (int e = threadIdx.x; e < Cfg::oc_padded * G::CKK; e += Cfg::threads) {
     const int o = e / G::CKK, t = e % G::CKK;
     float v = 0.f;
@@ -92,41 +122,54 @@ kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][
   }
   for (int e = threadIdx.x; e < Cfg::oc_padded; e += Cfg::threads)
     b_s[e] = !Flip && e < G::Out ? b[e] : 0.f;
-  const float* xn = x + n * G::in_size;
-  const int iy0 = oy0 * S - G::P;
+  const int iy0 = qy0 * PQ * S - G::P;
+#pragma unroll 8
   for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
     const int c = e / (IR * IC), r = (e / IC) % IR, col = e % IC;
     const int iy = iy0 + r, ix = col - G::P;
-    in_s[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? xn[(c * H + iy) * W + ix] : 0.f;
+    in_s[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? ld(n, c, iy, ix) : 0.f;
   }
   __syncthreads();
 
   for (int item = threadIdx.x; item < Cfg::items; item += Cfg::threads) {
-    const int g = item / (Cfg::rows * OW), p = item % (Cfg::rows * OW);
-    const int ty = p / OW, ox = p % OW, oy = oy0 + ty;
-    if (oy >= G::OH) continue;  // last tile may be short; no barrier follows
-    float acc[OCPT];
-    load_shared(b_s + g * OCPT, acc);
-    const float* in_p = in_s + ty * S * IC + ox * S;  // top-left tap of this pixel's window
+    const int g = item / (Cfg::rows * QW), p = item % (Cfg::rows * QW);
+    const int ty = p / QW, qx = p % QW, qy = qy0 + ty;
+    if (qy >= Cfg::QH) continue;  // last tile may be short; no barrier follows
+    float acc[PQ * PQ][OCPT];
+#pragma unroll
+    for (int q = 0; q < PQ * PQ; ++q) load_shared(b_s + g * OCPT, acc[q]);
+    const float* in_p = in_s + ty * PQ * S * IC + qx * PQ * S;  // top-left tap of the block's first window
     const float* w_g = w_s + g * G::CKK * OCPT;
     for (int c = 0; c < C; ++c) {
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
 #pragma unroll
         for (int kx = 0; kx < K; ++kx) {
-          const float v = in_p[(c * IR + ky * D) * IC + kx * D];
           float wv[OCPT];
           load_shared(w_g + ((c * K + ky) * K + kx) * OCPT, wv);
 #pragma unroll
-          for (int j = 0; j < OCPT; ++j) acc[j] = fmaf(v, wv[j], acc[j]);
+          for (int py = 0; py < PQ; ++py)
+#pragma unroll
+            for (int px = 0; px < PQ; ++px) {
+              const float v = in_p[(c * IR + ky * D + py * S) * IC + kx * D + px * S];
+#pragma unroll
+              for (int j = 0; j < OCPT; ++j) acc[py * PQ + px][j] = fmaf(v, wv[j], acc[py * PQ + px][j]);
+            }
         }
       }
     }
-    float* yo = y + (n * G::Out + g * OCPT) * G::OHW + oy * OW + ox;
-#pragma unroll
-    for (int j = 0; j < OCPT; ++j)
-      if (g * OCPT + j < G::Out) yo[std::size_t(j) * G::OHW] = acc[j];
+    st(n, g * OCPT, qy, qx, acc);
   }
+}
+
+template <class G, bool Flip = false>
+__global__ void __launch_bounds__(ConvDirect<G>::threads)
+kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][Out][K][K] with Flip)
+                           const float* __restrict__ b,  // [Out] (unused with Flip)
+                           const float* __restrict__ x,  // [batch][C][H][W]
+                           float* __restrict__ y)        // [batch][Out][OH][OW]
+{
+  conv_forward_direct_block<G, Flip, 1>(w, b, PlainLoad<G::C, G::H, G::W>{x}, PlainStore<G>{y});
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -174,11 +217,11 @@ struct ConvDgrad {
   static constexpr int dy_floats = max_of(ob, 1) * dy_rows * G::OW;
 };
 
-template <class G>
-__global__ void __launch_bounds__(ConvDgrad<G>::threads)
-kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
-                          const float* __restrict__ dy,  // [batch][Out][OH][OW]
-                          float* __restrict__ dx)        // [batch][C][H][W]
+// The body of the gather kernel; ld(n, o, oy, ox) reads dy.
+template <class G, class Load>
+__device__ __forceinline__ void conv_backward_data_block(const float* __restrict__ w,  // [Out][C][K][K]
+                                                         const Load& ld,
+                                                         float* __restrict__ dx)        // [batch][C][H][W]
 {
   using Cfg = ConvDgrad<G>;
   constexpr int C = G::C, H = G::H, W = G::W, K = G::K, S = G::S, P = G::P, D = G::D;
@@ -199,7 +242,6 @@ kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
   const int c0 = cti * CT, iy0 = rt * ROWS;
   const int a = iy0 + P - (K - 1) * D;  // lowest oy·S that reaches row iy0
   const int oy_lo = a <= 0 ? 0 : ceil_div(a, S);
-  const float* dyn = dy + n * G::out_size;
 
   float acc[Cfg::per_thread];
 #pragma unroll
@@ -208,15 +250,17 @@ kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
   for (int pass = 0; pass < Cfg::passes; ++pass) {
     const int o0 = pass * OB;
     __syncthreads();  // the previous pass has finished reading w_s and dy_s
+#pragma unroll 4
     for (int e = threadIdx.x; e < OB * CT * G::KK; e += Cfg::threads) {
       const int j = e / (CT * G::KK), cc = (e / G::KK) % CT, t = e % G::KK;
       const int o = o0 + j, c = c0 + cc;
       w_s[e] = (o < G::Out && c < C) ? w[(o * C + c) * G::KK + t] : 0.f;
     }
+#pragma unroll 4
     for (int e = threadIdx.x; e < OB * Cfg::dy_rows * OW; e += Cfg::threads) {
       const int j = e / (Cfg::dy_rows * OW), r = (e / OW) % Cfg::dy_rows, ox = e % OW;
       const int o = o0 + j, oy = oy_lo + r;
-      dy_s[e] = (o < G::Out && oy < OH) ? dyn[(o * OH + oy) * OW + ox] : 0.f;
+      dy_s[e] = (o < G::Out && oy < OH) ? ld(n, o, oy, ox) : 0.f;
     }
     __syncthreads();
 
@@ -260,6 +304,15 @@ kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
     const int cc = item / (ROWS * W), iy = iy0 + (item / W) % ROWS, ix = item % W;
     if (c0 + cc < C && iy < H) dxn[((c0 + cc) * H + iy) * W + ix] = acc[it];
   }
+}
+
+template <class G>
+__global__ void __launch_bounds__(ConvDgrad<G>::threads)
+kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
+                          const float* __restrict__ dy,  // [batch][Out][OH][OW]
+                          float* __restrict__ dx)        // [batch][C][H][W]
+{
+  conv_backward_data_block<G>(w, PlainLoad<G::Out, G::OH, G::OW>{dy}, dx);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -324,12 +377,11 @@ struct ConvWgrad : ConvWgradShape<G> {
   }
 };
 
-template <class G>
-__global__ void __launch_bounds__(ConvWgrad<G>::threads)
-kernel_conv_backward_weights(const float* __restrict__ x,   // [batch][C][H][W]
-                             const float* __restrict__ dy,  // [batch][Out][OH][OW]
-                             float* __restrict__ partials,  // [gridDim.x][E]
-                             int units)                     // batch · tiles
+// The body of the weight-gradient kernel; ld_x(n, c, iy, ix) reads x, ld_dy(n, o, oy, ox) reads dy.
+template <class G, class LoadX, class LoadDy>
+__device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, const LoadDy& ld_dy,
+                                                            float* __restrict__ partials,  // [gridDim.x][E]
+                                                            int units)                     // batch · tiles
 {
   using Cfg = ConvWgrad<G>;
   constexpr int S = G::S, D = G::D, OW = G::OW, TM = Cfg::tm, MT = Cfg::mt, RG = Cfg::rg;
@@ -366,17 +418,15 @@ kernel_conv_backward_weights(const float* __restrict__ x,   // [batch][C][H][W]
     const int oy0 = (u % Cfg::tiles) * Cfg::rows;
     const int pixels = min_of(Cfg::rows, G::OH - oy0) * OW;
     __syncthreads();  // the previous unit has finished reading x_s and dy_s
-    const float* xn = x + n * G::in_size;
+#pragma unroll 4
     for (int e = threadIdx.x; e < Cfg::cx * XR * XW; e += Cfg::threads) {
       const int c = c_lo + e / (XR * XW), iy = oy0 * S - G::P + (e / XW) % XR, ix = e % XW - G::P;
-      x_s[e] = (c < G::C && iy >= 0 && iy < G::H && ix >= 0 && ix < G::W)
-                   ? xn[(c * G::H + iy) * G::W + ix]
-                   : 0.f;
+      x_s[e] = (c < G::C && iy >= 0 && iy < G::H && ix >= 0 && ix < G::W) ? ld_x(n, c, iy, ix) : 0.f;
     }
-    const float* dyn = dy + n * G::out_size + oy0 * OW;
+#pragma unroll 4
     for (int e = threadIdx.x; e < MT * Cfg::rows * OW; e += Cfg::threads) {
       const int i = e / (Cfg::rows * OW), p = e % (Cfg::rows * OW), o = o0 + i;
-      dy_s[p * MT + i] = (o < G::Out && p < pixels) ? dyn[std::size_t(o) * G::OHW + p] : 0.f;
+      dy_s[p * MT + i] = (o < G::Out && p < pixels) ? ld_dy(n, o, oy0 + p / OW, p % OW) : 0.f;
     }
     __syncthreads();
     for (int p = rgi; p < pixels; p += RG) {
@@ -405,6 +455,17 @@ kernel_conv_backward_weights(const float* __restrict__ x,   // [batch][C][H][W]
       if (o < G::Out) part[is_w ? o * CKK + k : G::Out * CKK + o] = acc[i];
     }
   }
+}
+
+template <class G>
+__global__ void __launch_bounds__(ConvWgrad<G>::threads)
+kernel_conv_backward_weights(const float* __restrict__ x,   // [batch][C][H][W]
+                             const float* __restrict__ dy,  // [batch][Out][OH][OW]
+                             float* __restrict__ partials,  // [gridDim.x][E]
+                             int units)                     // batch · tiles
+{
+  conv_backward_weights_block<G>(PlainLoad<G::C, G::H, G::W>{x}, PlainLoad<G::Out, G::OH, G::OW>{dy}, partials,
+                                 units);
 }
 
 }  // namespace ctnn::kernels

@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "../core/cuda_context.hpp"
 
@@ -26,6 +28,20 @@ constexpr int pow2_at_least(int v) {
   int p = 1;
   while (p < v) p *= 2;
   return p;
+}
+
+// The largest of f(s) over s = 1..n (0 when n < 1).
+template <class F>
+constexpr int max_over(int n, F f) {
+  int m = 0;
+  for (int s = 1; s <= n; ++s) m = max_of(m, f(s));
+  return m;
+}
+// f(std::integral_constant<int, I>{}) for I = 0..N-1, in order (host and device).
+template <int N, class F>
+constexpr void static_for(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(
+      std::make_integer_sequence<int, N>{});
 }
 
 // Static shared memory a block may use without opting in (48 KB), in floats.

@@ -50,6 +50,44 @@ __device__ __forceinline__ void warp_argmax(const float* z, int lane, float& top
 
 // Softmax cross-entropy with label smoothing ε from the logits z: target q = (1−ε)·onehot(label) + ε/N
 // (or (1−ε)·t + ε/N for float targets t), loss = Σ q_i·(lse − z_i), d/dz_i = (p_i·Σq − q_i)/batch.
+// One sample, computed by one warp (all 32 lanes call it): z [N], *label or target [N] (label wins),
+// grad[i·grad_stride] and probs [N] unless null, *loss and *correct written by lane 0.
+template <int N>
+__device__ void softmax_cross_entropy_sample(float eps, const float* z, const std::int32_t* label,
+                                             const float* target, int batch, float* grad, int grad_stride,
+                                             float* probs, float* loss, std::int32_t* correct, int lane) {
+  const int y = label ? *label : -1;
+  const bool label_ok = !label || (y >= 0 && y < N);
+  const float uniform = eps / float(N), keep = 1.f - eps;
+  auto q_of = [&](int i) { return keep * (label ? (i == y ? 1.f : 0.f) : target[i]) + uniform; };
+
+  float top;
+  int arg;
+  warp_argmax<N>(z, lane, top, arg);
+  float sum = 0.f;
+  for (int i = lane; i < N; i += 32) sum += expf(z[i] - top);
+  sum = warp_sum(sum);
+  const float log_sum = logf(sum);  // lse − top
+  float total = 0.f, qsum = 0.f;
+  for (int i = lane; i < N; i += 32) {
+    const float q = q_of(i);
+    total += q * (log_sum - (z[i] - top));
+    qsum += q;
+  }
+  total = warp_sum(total);
+  qsum = label ? 1.f : warp_sum(qsum);
+  const float fbatch = float(batch);
+  for (int i = lane; i < N; i += 32) {
+    const float p = expf(z[i] - top) / sum;
+    if (probs) probs[i] = p;
+    if (grad) grad[i * grad_stride] = label_ok ? (p * qsum - q_of(i)) / fbatch : NAN;
+  }
+  if (lane == 0) {
+    *loss = label_ok ? total : NAN;
+    *correct = label && label_ok && arg == y ? 1 : 0;
+  }
+}
+
 template <int N>
 __global__ void __launch_bounds__(loss_threads)
 kernel_softmax_cross_entropy_loss(const float* __restrict__ z,             // [batch][N] logits
@@ -59,47 +97,44 @@ kernel_softmax_cross_entropy_loss(const float* __restrict__ z,             // [b
                                   float* __restrict__ grad,                // [batch][N] or null
                                   float* __restrict__ loss,                // [batch]
                                   std::int32_t* __restrict__ correct,      // [batch]
-                                  float* __restrict__ probs)               // [batch][N] or null
+                                  float* __restrict__ probs,               // [batch][N] or null
+                                  const std::uint32_t* __restrict__ first, std::size_t stride)  // see LossRun
 {
   // Preconditions
   static_assert(N >= 1, "at least one class");
   const int s = blockIdx.x * loss_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (s >= batch) return;  // uniform per warp: the shuffles below see full warps
-  const std::size_t o = std::size_t(s) * N;
-  const int y = label ? label[s] : -1;
-  const bool label_ok = !label || (y >= 0 && y < N);
-  const float uniform = eps / float(N), keep = 1.f - eps;
-  auto q_of = [&](int i) { return keep * (label ? (i == y ? 1.f : 0.f) : target[o + i]) + uniform; };
-
-  float top;
-  int arg;
-  warp_argmax<N>(z + o, lane, top, arg);
-  float sum = 0.f;
-  for (int i = lane; i < N; i += 32) sum += expf(z[o + i] - top);
-  sum = warp_sum(sum);
-  const float log_sum = logf(sum);  // lse − top
-  float total = 0.f, qsum = 0.f;
-  for (int i = lane; i < N; i += 32) {
-    const float q = q_of(i);
-    total += q * (log_sum - (z[o + i] - top));
-    qsum += q;
-  }
-  total = warp_sum(total);
-  qsum = label ? 1.f : warp_sum(qsum);
-  const float fbatch = float(batch);
-  for (int i = lane; i < N; i += 32) {
-    const float p = expf(z[o + i] - top) / sum;
-    if (probs) probs[o + i] = p;
-    if (grad) grad[o + i] = label_ok ? (p * qsum - q_of(i)) / fbatch : NAN;
-  }
-  if (lane == 0) {
-    loss[s] = label_ok ? total : NAN;
-    correct[s] = label && label_ok && arg == y ? 1 : 0;
-  }
+  if (s >= batch) return;  // uniform per warp: the shuffles see full warps
+  const std::size_t o = std::size_t(s) * N, at = (first ? std::size_t(*first) * stride : 0) + std::size_t(s);
+  softmax_cross_entropy_sample<N>(eps, z + o, label ? label + s : nullptr, label ? nullptr : target + o, batch,
+                                  grad ? grad + o : nullptr, 1, probs ? probs + o : nullptr, loss + at,
+                                  correct + at, lane);
 }
 
 // Mean squared error against one-hot labels or float targets t: loss = Σ (z_i − t_i)²/N,
-// d/dz_i = 2·(z_i − t_i)/(batch·N).
+// d/dz_i = 2·(z_i − t_i)/(batch·N). One sample per warp, as softmax_cross_entropy_sample.
+template <int N>
+__device__ void mse_sample(const float* z, const std::int32_t* label, const float* target, int batch, float* grad,
+                           int grad_stride, float* loss, std::int32_t* correct, int lane) {
+  const int y = label ? *label : -1;
+  const bool label_ok = !label || (y >= 0 && y < N);
+  const float scale = float(2.0 / (double(batch) * N));
+  float total = 0.f;
+  for (int i = lane; i < N; i += 32) {
+    const float t = label ? (i == y ? 1.f : 0.f) : target[i];
+    const float d = z[i] - t;
+    total += d * d;
+    if (grad) grad[i * grad_stride] = label_ok ? scale * d : NAN;
+  }
+  total = warp_sum(total);
+  float top;
+  int arg;
+  warp_argmax<N>(z, lane, top, arg);
+  if (lane == 0) {
+    *loss = label_ok ? total / float(N) : NAN;
+    *correct = label && label_ok && arg == y ? 1 : 0;
+  }
+}
+
 template <int N>
 __global__ void __launch_bounds__(loss_threads)
 kernel_mse_loss(const float* __restrict__ z,             // [batch][N]
@@ -108,32 +143,35 @@ kernel_mse_loss(const float* __restrict__ z,             // [batch][N]
                 int batch,
                 float* __restrict__ grad,                // [batch][N] or null
                 float* __restrict__ loss,                // [batch]
-                std::int32_t* __restrict__ correct)      // [batch]
+                std::int32_t* __restrict__ correct,      // [batch]
+                const std::uint32_t* __restrict__ first, std::size_t stride)  // see LossRun
 {
   // Preconditions
   static_assert(N >= 1, "at least one output");
   const int s = blockIdx.x * loss_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (s >= batch) return;
-  const std::size_t o = std::size_t(s) * N;
-  const int y = label ? label[s] : -1;
-  const bool label_ok = !label || (y >= 0 && y < N);
-  const float scale = float(2.0 / (double(batch) * N));
-  float total = 0.f;
-  for (int i = lane; i < N; i += 32) {
-    const float t = label ? (i == y ? 1.f : 0.f) : target[o + i];
-    const float d = z[o + i] - t;
-    total += d * d;
-    if (grad) grad[o + i] = label_ok ? scale * d : NAN;
-  }
-  total = warp_sum(total);
-  float top;
-  int arg;
-  warp_argmax<N>(z + o, lane, top, arg);
-  if (lane == 0) {
-    loss[s] = label_ok ? total / float(N) : NAN;
-    correct[s] = label && label_ok && arg == y ? 1 : 0;
-  }
+  const std::size_t o = std::size_t(s) * N, at = (first ? std::size_t(*first) * stride : 0) + std::size_t(s);
+  mse_sample<N>(z + o, label ? label + s : nullptr, label ? nullptr : target + o, batch, grad ? grad + o : nullptr, 1,
+                loss + at, correct + at, lane);
 }
+
+// What a loss computed inside another kernel (a fused dense chain, kernels/dense_chain.cuh) reads and
+// writes for a batch; NoLoss: none.
+template <class Loss>
+struct LossRun {
+  typename Loss::Options options{};
+  const std::int32_t* labels = nullptr;  // [batch] or null
+  const float* targets = nullptr;        // [batch][width] or null (labels win)
+  float* loss = nullptr;                 // [batch]
+  std::int32_t* correct = nullptr;       // [batch]
+  // Unless null, sample s of the batch writes loss and correct at (*first)·first_stride + s (device
+  // memory: a step cursor, data.cuh).
+  const std::uint32_t* first = nullptr;
+  std::size_t first_stride = 0;
+};
+struct NoLoss {
+  struct Options {};
+};
 
 // Which kernel runs a loss type. A loss without one gets this message.
 template <class Loss>
@@ -145,32 +183,49 @@ struct cuda_loss {
 
 template <>
 struct cuda_loss<SoftmaxCrossEntropy> {
+  // One sample of a batch of `batch`, by one warp (softmax_cross_entropy_sample).
+  template <int N, class Options>
+  __device__ static void sample(const Options& o, const float* z, const std::int32_t* label, const float* target,
+                                int batch, float* grad, int grad_stride, float* probs, float* loss,
+                                std::int32_t* correct, int lane) {
+    softmax_cross_entropy_sample<N>(o.label_smoothing, z, label, target, batch, grad, grad_stride, probs, loss,
+                                    correct, lane);
+  }
   template <int Width, class Options>
   static void launch(cudaStream_t stream, const Options& o, const float* z, const std::int32_t* labels,
                      const float* targets, int batch, float* grad, float* loss, std::int32_t* correct,
-                     float* probs) {
+                     float* probs, const std::uint32_t* first, std::size_t stride) {
     kernel_softmax_cross_entropy_loss<Width><<<grid_for(std::size_t(batch), loss_warps), loss_threads, 0, stream>>>(
-        z, labels, targets, o.label_smoothing, batch, grad, loss, correct, probs);
+        z, labels, targets, o.label_smoothing, batch, grad, loss, correct, probs, first, stride);
   }
 };
 
 template <>
 struct cuda_loss<Mse> {
+  template <int N, class Options>
+  __device__ static void sample(const Options&, const float* z, const std::int32_t* label, const float* target,
+                                int batch, float* grad, int grad_stride, float*, float* loss, std::int32_t* correct,
+                                int lane) {
+    mse_sample<N>(z, label, target, batch, grad, grad_stride, loss, correct, lane);
+  }
   template <int Width, class Options>
   static void launch(cudaStream_t stream, const Options&, const float* z, const std::int32_t* labels,
-                     const float* targets, int batch, float* grad, float* loss, std::int32_t* correct, float*) {
+                     const float* targets, int batch, float* grad, float* loss, std::int32_t* correct, float*,
+                     const std::uint32_t* first, std::size_t stride) {
     kernel_mse_loss<Width><<<grid_for(std::size_t(batch), loss_warps), loss_threads, 0, stream>>>(
-        z, labels, targets, batch, grad, loss, correct);
+        z, labels, targets, batch, grad, loss, correct, first, stride);
   }
 };
 
 // The loss of a batch on the device: z is the output of Loss::grad_layer<Net> ([batch][Width]),
 // labels [batch] class indices or null, targets [batch][Width] or null (one of them is needed; labels
-// win when both are given). loss and correct [batch] are required; grad and probs may be null.
+// win when both are given). loss and correct [batch] are required (from (*first)·first_stride on,
+// with a first: LossRun); grad and probs may be null.
 template <class Loss, int Width>
 void loss_forward_backward(cudaStream_t stream, const typename Loss::Options& options, const float* z,
                            const std::int32_t* labels, const float* targets, int batch, float* grad, float* loss,
-                           std::int32_t* correct, float* probs) {
+                           std::int32_t* correct, float* probs, const std::uint32_t* first = nullptr,
+                           std::size_t first_stride = 0) {
   static_assert(Width >= 1, "ctnn: a loss needs at least one output");
   Loss::validate(options);
   check_batch(batch, Loss::name);
@@ -179,7 +234,8 @@ void loss_forward_backward(cudaStream_t stream, const typename Loss::Options& op
   if (!labels && !targets)
     throw std::invalid_argument(std::string("ctnn: ") + Loss::name +
                                 " kernel: needs class labels or float targets, got neither");
-  cuda_loss<Loss>::template launch<Width>(stream, options, z, labels, targets, batch, grad, loss, correct, probs);
+  cuda_loss<Loss>::template launch<Width>(stream, options, z, labels, targets, batch, grad, loss, correct, probs, first,
+                                          first_stride);
   CTNN_CHECK_LAUNCH();
 }
 

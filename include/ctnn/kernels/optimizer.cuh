@@ -5,6 +5,7 @@
 // record is read from DEVICE memory inside the kernel, so a captured CUDA graph follows a changing
 // learning rate (or Adam's bias correction) without being re-captured. No allocation; stream-ordered.
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -26,7 +27,8 @@ kernel_optimizer_step(float* __restrict__ param,        // [n]
                       const float* __restrict__ grad,   // [n]
                       float* __restrict__ state,        // [state_slots][n]
                       std::size_t n,
-                      const float* __restrict__ hyper)  // [hyper_count], Opt::hyper(...) of this step
+                      const float* __restrict__ hyper,  // [hyper_count], Opt::hyper(...) of this step
+                      std::uint32_t* __restrict__ advance)  // a step cursor (data.cuh) to advance, or null
 {
   // Preconditions
   constexpr int S = int(Opt::state_slots), H = int(Opt::hyper_count);
@@ -36,6 +38,8 @@ kernel_optimizer_step(float* __restrict__ param,        // [n]
   float h[H];
 #pragma unroll
   for (int k = 0; k < H; ++k) h[k] = hyper[k];
+  // The step's last kernel: no kernel of this step reads the cursor after it.
+  if (advance && blockIdx.x == 0 && threadIdx.x == 0) *advance += 1u;
   const std::size_t t = std::size_t(blockIdx.x) * optimizer_threads + threadIdx.x;
   if constexpr (Vec4) {
     if (t >= n / 4) return;
@@ -72,9 +76,10 @@ kernel_optimizer_step(float* __restrict__ param,        // [n]
 // One step of Opt over n parameter floats: param and state (Opt::state_slots arrays of n floats, back
 // to back) are updated in place from grad and the device record device_hyper (Opt::hyper_count
 // floats, Opt::hyper(options, lr, t) copied to the device).
+// With `advance`, the kernel also adds one to that step cursor (StepCursor::index, data.cuh).
 template <class Opt>
 void optimizer_step(cudaStream_t stream, float* param, const float* grad, float* state, std::size_t n,
-                    const float* device_hyper) {
+                    const float* device_hyper, std::uint32_t* advance = nullptr) {
   if (n == 0) return;
   if (!param || !grad || !device_hyper || (Opt::state_slots > 0 && !state))
     throw std::invalid_argument(std::string("ctnn: ") + Opt::name +
@@ -83,9 +88,9 @@ void optimizer_step(cudaStream_t stream, float* param, const float* grad, float*
   const bool vec4 = n % 4 == 0 && aligned_to(param, 16) && aligned_to(grad, 16) &&
                     (Opt::state_slots == 0 || aligned_to(state, 16));
   if (vec4)
-    kernel_optimizer_step<Opt, true><<<grid_for(n / 4, T), T, 0, stream>>>(param, grad, state, n, device_hyper);
+    kernel_optimizer_step<Opt, true><<<grid_for(n / 4, T), T, 0, stream>>>(param, grad, state, n, device_hyper, advance);
   else
-    kernel_optimizer_step<Opt, false><<<grid_for(n, T), T, 0, stream>>>(param, grad, state, n, device_hyper);
+    kernel_optimizer_step<Opt, false><<<grid_for(n, T), T, 0, stream>>>(param, grad, state, n, device_hyper, advance);
   CTNN_CHECK_LAUNCH();
 }
 

@@ -78,6 +78,88 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// The second stage inside the kernel that wrote the partials (no second launch), still in a fixed
+// order. The `splits` blocks that share one tile of a result each write their partial sums of the
+// tile's columns to row `split` of `partials` ([splits][E]) and then call finish_splits. Rows are
+// summed in groups of `group` consecutive rows (group_for(splits)): the last block of a group to
+// arrive (an integer ticket, atomicAdd on a counter: the only atomics, and on integers) adds its
+// group's rows in increasing order, into row g of `group_sums` ([groups][E]) or, with one group,
+// straight into the result; with several groups, the last group to finish adds their rows in
+// increasing order. Which block arrives last changes nothing: every sum has a fixed order.
+//
+// tickets: 1 + groups counters of this tile (group_tickets(splits)), zero before the launch; the
+// blocks that use a counter last put it back to zero, so a captured graph can replay the kernel.
+// The tile has `count` columns; col_of(e) is the e-th one's index in a row of E (or −1: none);
+// out(col, value) stores a finished sum. Every thread of the block calls finish_splits.
+inline constexpr int group_for(int splits) {
+  if (splits <= 16) return splits > 0 ? splits : 1;
+  int g = 1;
+  while (g * g < splits) ++g;
+  return g;
+}
+inline constexpr int group_tickets(int splits) { return 1 + ceil_div(splits, group_for(splits)); }
+
+// For each of the block's columns, rows[r0..r1) of `rows` ([·][E]) summed in increasing order, then
+// put(col, sum). A thread takes 8 columns at a time, so 8 loads (times the unrolling) are in flight.
+template <class ColOf, class Put>
+__device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
+                                         const Put& put) {
+  constexpr int CPT = 8;
+  for (int e0 = threadIdx.x; e0 < count; e0 += CPT * int(blockDim.x)) {
+    int col[CPT];
+    float s[CPT];
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+      const int e = e0 + j * int(blockDim.x);
+      col[j] = e < count ? col_of(e) : -1;
+      s[j] = 0.f;
+    }
+#pragma unroll 2
+    for (int r = r0; r < r1; ++r)
+#pragma unroll
+      for (int j = 0; j < CPT; ++j)
+        if (col[j] >= 0) s[j] += __ldcg(rows + std::size_t(r) * E + col[j]);
+#pragma unroll
+    for (int j = 0; j < CPT; ++j)
+      if (col[j] >= 0) put(col[j], s[j]);
+  }
+}
+
+template <class ColOf, class Out>
+__device__ void finish_splits(const float* partials, float* group_sums, unsigned* tickets, int E, int split,
+                              int splits, int count, const ColOf& col_of, const Out& out) {
+  __shared__ int last_s;
+  const int group = group_for(splits), groups = ceil_div(splits, group);
+  const int g = split / group, r0 = g * group, r1 = min_of(r0 + group, splits);
+  __threadfence();  // this block's partial row, visible to whichever block sums it
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool last = atomicAdd(tickets + 1 + g, 1u) == unsigned(r1 - r0 - 1);
+    if (last) tickets[1 + g] = 0u;  // every block of the group has taken its ticket
+    last_s = last;
+  }
+  __syncthreads();
+  if (!last_s) return;  // uniform over the block
+  __threadfence();
+  sum_rows(partials, E, r0, r1, count, col_of, [&](int col, float s) {
+    if (groups == 1) out(col, s);
+    else group_sums[std::size_t(g) * E + col] = s;
+  });
+  if (groups == 1) return;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool last = atomicAdd(tickets, 1u) == unsigned(groups - 1);
+    if (last) tickets[0] = 0u;
+    last_s = last;
+  }
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  sum_rows(group_sums, E, 0, groups, count, col_of, out);
+}
+
 // Few rows: one warp per block, each lane a short chain; many rows: up to 32 warps share a column.
 inline void sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split,
                          float* out_a, float* out_b) {

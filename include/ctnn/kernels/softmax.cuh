@@ -17,6 +17,18 @@ namespace kernels {
 inline constexpr int softmax_warps = 8;  // samples per block
 inline constexpr int softmax_threads = 32 * softmax_warps;
 
+// One sample's softmax, ys [N] from xs [N], computed by one warp (every lane calls it).
+template <int N>
+__device__ void softmax_row(const float* xs, float* ys, int lane) {
+  float top = -INFINITY;
+  for (int i = lane; i < N; i += 32) top = fmaxf(top, xs[i]);
+  top = warp_max(top);
+  float sum = 0.f;
+  for (int i = lane; i < N; i += 32) sum += expf(xs[i] - top);
+  sum = warp_sum(sum);
+  for (int i = lane; i < N; i += 32) ys[i] = expf(xs[i] - top) / sum;
+}
+
 template <int N>
 __global__ void __launch_bounds__(softmax_threads)
 kernel_softmax_forward(const float* __restrict__ x,  // [batch][N]
@@ -27,15 +39,7 @@ kernel_softmax_forward(const float* __restrict__ x,  // [batch][N]
   static_assert(N > 0, "at least one class");
   const int s = blockIdx.x * softmax_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (s >= batch) return;  // uniform per warp, so the shuffles below see full warps
-  const float* xs = x + std::size_t(s) * N;
-  float* ys = y + std::size_t(s) * N;
-  float top = -INFINITY;
-  for (int i = lane; i < N; i += 32) top = fmaxf(top, xs[i]);
-  top = warp_max(top);
-  float sum = 0.f;
-  for (int i = lane; i < N; i += 32) sum += expf(xs[i] - top);
-  sum = warp_sum(sum);
-  for (int i = lane; i < N; i += 32) ys[i] = expf(xs[i] - top) / sum;
+  softmax_row<N>(x + std::size_t(s) * N, y + std::size_t(s) * N, lane);
 }
 
 template <int N>

@@ -54,6 +54,13 @@ struct tanh_fn {
   template <class T> CTNN_HOST_DEVICE static T derivative(T y) { return T(1) - rn::mul(y, y); }
 };
 
+// No activation: what a fused group (network/fusion.hpp) applies where none follows its Conv or Dense.
+struct identity_fn {
+  static constexpr const char* name = "Identity";
+  template <class T> CTNN_HOST_DEVICE static T apply(T x) { return x; }
+  template <class T> CTNN_HOST_DEVICE static T derivative(T) { return T(1); }
+};
+
 struct ReLU : Activation<relu_fn> {};
 struct Sigmoid : Activation<sigmoid_fn> {};
 struct Tanh : Activation<tanh_fn> {};

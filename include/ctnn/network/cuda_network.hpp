@@ -16,9 +16,17 @@
 //   act_grads  same plan as acts         gradient of the loss with respect to each activation
 //   saved      plan::saved_floats        what layers keep from a training forward for backward
 //   workspace  layer scratch             max over layers of cuda_layer::workspace_floats(MaxBatch)
+//                                        and over fused groups of theirs
 //   cublas     32 MiB                    handed to cublasSetWorkspace, so that cuBLAS never
 //                                        allocates (not even during graph capture); 32 MiB is
 //                                        NVIDIA's recommendation for Hopper
+//   tickets    unsigned counters         for kernels that finish their split reductions themselves
+//                                        (kernels/reduce.cuh); zero between launches
+//
+// Two ways to run it: layer by layer (forward, backward: every activation slot and gradient written,
+// what the tests compare layer by layer), or by the fusion plan (network/fusion.hpp: forward_fused,
+// loss_pass_fused: neighbouring layers in one kernel, fewer launches and memory round trips; the
+// trainer's way). Both compute each layer as its host reference does, within float rounding.
 //
 // The parameter padding between tensors (plan alignment) is zero in params and grads and stays zero:
 // the layers never write it and the optimizers map zero to zero.
@@ -34,6 +42,10 @@
 
 #include "../core/cuda_check.hpp"
 #include "../core/cuda_context.hpp"
+#include "../kernels/conv_fused.cuh"
+#include "../kernels/dense_chain.cuh"
+#include "../kernels/loss.cuh"
+#include "fusion.hpp"
 #include "init.hpp"
 #include "plan.hpp"
 
@@ -52,6 +64,62 @@ inline void require_cuda_device() {
   }
 }
 constexpr std::size_t align_bytes(std::size_t n) { return (n + 255) / 256 * 256; }
+
+// The device implementation of a fused group (network/fusion.hpp) of layers First..Last of Net.
+template <class L, bool = is_tiling_pool<L>()>
+struct tile_pool_of {
+  using type = kernels::NoPool;
+};
+template <class L>
+struct tile_pool_of<L, true> {
+  using type = kernels::TilePool<L::kind, L::kernel>;
+};
+template <class Net, std::size_t First, std::size_t Last>
+struct conv_group_of {
+  template <std::size_t I> using at = typename Net::template layer_at<I>;
+  static constexpr bool has_act = First < Last && is_activation_layer_v<at<(First < Last ? First + 1 : First)>>;
+  using fn = std::conditional_t<has_act, activation_fn_t<at<(First < Last ? First + 1 : First)>>, identity_fn>;
+  using type = cuda_conv_group<at<First>, typename Net::template input_at<First>, fn,
+                               typename tile_pool_of<at<Last>>::type>;
+};
+// The positions of the Dense layers among layers First..Top.
+template <class Net, std::size_t First, std::size_t Top>
+constexpr auto dense_positions() {
+  struct Positions {
+    std::array<std::size_t, Top - First + 1> at{};
+    int count = 0;
+  } r;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((is_dense_layer<typename Net::template layer_at<First + I>>::value ? (void)(r.at[std::size_t(r.count++)] = First + I)
+                                                                        : (void)0),
+     ...);
+  }(std::make_index_sequence<Top - First + 1>{});
+  return r;
+}
+// Stage of a chain: the Dense at position D and the activation after it, if any, up to layer Top.
+template <class Net, std::size_t D, std::size_t Top>
+struct chain_stage_of {
+  static constexpr std::size_t next = D < Top ? D + 1 : D;
+  static constexpr bool act = D < Top && is_activation_layer_v<typename Net::template layer_at<next>>;
+  using fn = std::conditional_t<act, activation_fn_t<typename Net::template layer_at<next>>, identity_fn>;
+  using type = kernels::DenseStage<Net::template bound_at<D>::I, Net::template layer_at<D>::units, fn>;
+};
+template <class Net, std::size_t First, std::size_t Last>
+struct chain_group_of {
+  static constexpr bool softmax = std::is_same_v<typename Net::template layer_at<Last>, Softmax>;
+  static constexpr std::size_t top = softmax ? Last - 1 : Last;  // the last stage's output layer
+  static constexpr auto dense = dense_positions<Net, First, top>();
+  static constexpr int S = dense.count;
+  template <int Lk>
+  static constexpr std::size_t dense_at = dense.at[std::size_t(Lk)];
+  // Slot of stage Lk's output (after its activation).
+  template <int Lk>
+  static constexpr std::size_t out_at = chain_stage_of<Net, dense_at<Lk>, top>::act ? dense_at<Lk> + 2 : dense_at<Lk> + 1;
+  template <int... Lk>
+  static auto dims(std::integer_sequence<int, Lk...>)
+      -> kernels::DenseChainDims<softmax, typename chain_stage_of<Net, dense.at[std::size_t(Lk)], top>::type...>;
+  using type = cuda_dense_chain<decltype(dims(std::make_integer_sequence<int, S>{}))>;
+};
 }  // namespace detail
 
 template <class Net, int MaxBatch>
@@ -66,6 +134,38 @@ class CudaNetwork {
   template <std::size_t I>
   using layer_kernels = cuda_layer<typename Net::template layer_at<I>, typename Net::template input_at<I>>;
 
+  using fusion = FusionPlan<Net>;
+  // The device implementation of fused group g: cuda_conv_group, cuda_dense_chain, or void (a layer,
+  // or a group the fused kernels cannot run: its layers run one by one).
+  template <std::size_t g>
+  static constexpr auto group_kernels_of() {
+    constexpr FusedGroup grp = fusion::groups[g];
+    if constexpr (grp.kind == GroupKind::conv) {
+      using K = typename detail::conv_group_of<Net, grp.first, grp.last>::type;
+      if constexpr (K::supported) return std::type_identity<K>{};
+      else return std::type_identity<void>{};
+    } else if constexpr (grp.kind == GroupKind::dense_chain) {
+      using K = typename detail::chain_group_of<Net, grp.first, grp.last>::type;
+      if constexpr (K::supported) return std::type_identity<K>{};
+      else return std::type_identity<void>{};
+    } else {
+      return std::type_identity<void>{};
+    }
+  }
+  template <std::size_t g>
+  using group_kernels = typename decltype(group_kernels_of<g>())::type;
+  // Whether group g runs fused for `batch` samples: a group the fused kernels can run, at a batch where
+  // they were measured faster than its layers one by one (kernels' min_batch; see docs/fusion.md). A
+  // forward without a loss (inference: forward_fused) has its own threshold, forward_min_batch.
+  template <std::size_t g>
+  static constexpr bool runs_fused(int batch, bool forward_only = false) {
+    if constexpr (std::is_void_v<group_kernels<g>>) return false;
+    else return batch >= (forward_only ? group_kernels<g>::forward_min_batch : group_kernels<g>::min_batch);
+  }
+  // Kernel launches of the fused forward in evaluation (what a graph of it holds).
+  template <std::size_t g>
+  static constexpr bool fused_group = !std::is_void_v<group_kernels<g>>;
+
  private:
   template <std::size_t... I>
   static constexpr std::size_t max_layer_workspace(std::index_sequence<I...>) {
@@ -73,13 +173,30 @@ class CudaNetwork {
     ((m = std::max(m, std::size_t(layer_kernels<I>::workspace_floats(MaxBatch)))), ...);
     return align_floats(m);
   }
+  // Workspace floats (Tickets = false) or tickets (true) of the fused groups.
+  template <bool Tickets, std::size_t... g>
+  static constexpr std::size_t max_group_need(std::index_sequence<g...>) {
+    std::size_t m = 0;
+    auto need = [](auto gi) -> std::size_t {
+      using K = group_kernels<decltype(gi)::value>;
+      if constexpr (std::is_void_v<K>) return 0;
+      else if constexpr (Tickets) return K::ticket_count(MaxBatch);
+      else return K::workspace_floats(MaxBatch);
+    };
+    ((m = std::max(m, need(std::integral_constant<std::size_t, g>{}))), ...);
+    return m;
+  }
 
  public:
   // Region sizes.
   static constexpr std::size_t param_floats = plan::param_floats;
   static constexpr std::size_t activation_floats = plan::activation_floats(std::size_t(MaxBatch));
-  static constexpr std::size_t workspace_floats = max_layer_workspace(std::make_index_sequence<L>{});
+  static constexpr std::size_t workspace_floats =
+      std::max(max_layer_workspace(std::make_index_sequence<L>{}),
+               align_floats(max_group_need<false>(std::make_index_sequence<fusion::group_count>{})));
   static constexpr std::size_t cublas_workspace_bytes = std::size_t{32} << 20;
+  static constexpr std::size_t ticket_count =
+      std::max<std::size_t>(1, max_group_need<true>(std::make_index_sequence<fusion::group_count>{}));
 
   // Region offsets in bytes.
   static constexpr std::size_t params_at = 0;
@@ -91,8 +208,9 @@ class CudaNetwork {
   static constexpr std::size_t workspace_at =
       saved_at + detail::align_bytes(plan::saved_floats(std::size_t(MaxBatch)) * sizeof(float));
   static constexpr std::size_t cublas_at = workspace_at + detail::align_bytes(workspace_floats * sizeof(float));
+  static constexpr std::size_t tickets_at = cublas_at + detail::align_bytes(cublas_workspace_bytes);
   // Total device memory of the arena (for the model card).
-  static constexpr std::size_t arena_bytes = cublas_at + detail::align_bytes(cublas_workspace_bytes);
+  static constexpr std::size_t arena_bytes = tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
 
   // Parameters and state from init_parameters<Net>(seed) on the host, so that the host backend starts
   // from the same weights for the same seed. Throws ctnn::cuda_error when there is no CUDA device.
@@ -109,6 +227,8 @@ class CudaNetwork {
       CTNN_CUBLAS_CHECK(cublasSetWorkspace(ctx_.blas, arena_ + cublas_at, cublas_workspace_bytes));
       ctx_.workspace = workspace();
       ctx_.workspace_floats = workspace_floats;
+      ctx_.tickets = region<unsigned>(tickets_at);
+      ctx_.ticket_count = ticket_count;
       // Zero everything once: gradient padding must be zero, and the activations of a fresh network
       // hold no stale garbage.
       CTNN_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes, ctx_.stream));
@@ -168,6 +288,57 @@ class CudaNetwork {
     if (last >= L) throw std::out_of_range("ctnn: backward from layer " + std::to_string(last) +
                                            " of a network of " + std::to_string(L) + " layers");
     backward_layers(batch, last, std::make_index_sequence<L>{});
+  }
+
+  // The fused plan (network/fusion.hpp) through every layer on the `batch` samples in input(): writes
+  // output() and each fused group's output slot (a dense chain: all its slots; layers that run alone:
+  // theirs), not the slots inside a conv group. Enqueue only.
+  void forward_fused(int batch, Mode mode = Mode::eval) {
+    check_batch(batch);
+    kernels::static_for<int(fusion::group_count)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, true); });
+  }
+
+  // One pass of a loss, fused: forward (in `mode`) up to the layer the loss takes its input from
+  // (Loss::grad_layer<Net>), the loss of each sample (loss.loss, loss.correct; with a final Softmax
+  // its probabilities in output()), and with `backward` the gradient of the batch-mean loss back to
+  // the input layer: grads() overwritten, as backward() does. A dense chain that ends at that layer
+  // computes the loss and its own backward in its forward kernel. Enqueue only.
+  template <class Loss>
+  void loss_pass_fused(int batch, Mode mode, const kernels::LossRun<Loss>& loss, bool backward) {
+    check_batch(batch);
+    constexpr std::size_t top = Loss::template grad_layer<Net>;
+    constexpr std::size_t tg = fusion::group_of(top);
+    constexpr FusedGroup grp = fusion::groups[tg];
+    kernels::static_for<int(tg)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, false); });
+    bool chain_done = false;  // the top chain's forward, loss and backward data are done
+    using K = group_kernels<tg>;
+    if constexpr (loss_in_chain<tg, top>()) {
+      if (runs_fused<tg>(batch)) {
+        const auto a = chain_args<tg>(batch);
+        if (backward) K::template run<Loss, true>(ctx_, a, loss);
+        else K::template run<Loss, false>(ctx_, a, loss);
+        chain_done = true;
+      }
+    }
+    if (!chain_done) {
+      group_forward<tg>(batch, mode, false);
+      constexpr int width = int(plan::act_size[top + 1]);
+      kernels::loss_forward_backward<Loss, width>(ctx_.stream, loss.options, activation(top + 1), loss.labels,
+                                                  loss.targets, batch, backward ? activation_grad(top + 1) : nullptr,
+                                                  loss.loss, loss.correct, top + 1 < L ? output() : nullptr,
+                                                  loss.first, loss.first_stride);
+      if constexpr (grp.kind == GroupKind::dense_chain && !std::is_void_v<K> && grp.last == top) {
+        // A chain whose final Softmax is where the loss reads: the Softmax's own backward first.
+        if (backward && std::is_same_v<typename Net::template layer_at<top>, Softmax> && runs_fused<tg>(batch)) {
+          backward_layer<top>(batch, top);
+          K::template run<kernels::NoLoss, true>(ctx_, chain_args<tg>(batch), {});
+          chain_done = true;
+        }
+      }
+    }
+    if (!backward) return;
+    group_backward<tg>(batch, top, chain_done);
+    kernels::static_for<int(tg)>([&](auto g) { group_backward<tg - 1 - decltype(g)::value>(batch, top, false); });
   }
 
   // Host copies (synchronous; not for use inside a step or during capture).
@@ -264,6 +435,94 @@ class CudaNetwork {
     a.db = B::bias_count ? grads() + plan::bias_offset[i] : nullptr;
     a.batch = batch;
     cuda_layer_backward<layer_kernels<i>>(ctx_, a);
+  }
+
+  // ---- the fused plan ----
+  // Whether group g is a fused chain that ends where the loss reads (the output of layer top).
+  template <std::size_t g, std::size_t top>
+  static constexpr bool loss_in_chain() {
+    constexpr FusedGroup grp = fusion::groups[g];
+    if constexpr (grp.kind == GroupKind::dense_chain && !std::is_void_v<group_kernels<g>>)
+      return detail::chain_group_of<Net, grp.first, grp.last>::top == top;
+    else
+      return false;
+  }
+
+  // Forward of group g; forward_only: a pass without a loss (see runs_fused).
+  template <std::size_t g>
+  void group_forward(int batch, Mode mode, bool forward_only) {
+    constexpr FusedGroup grp = fusion::groups[g];
+    using K = group_kernels<g>;
+    if (!runs_fused<g>(batch, forward_only)) {
+      kernels::static_for<int(grp.last - grp.first + 1)>(
+          [&](auto i) { forward_layer<grp.first + decltype(i)::value>(batch, L - 1, mode); });
+    } else if constexpr (std::is_void_v<K>) {
+      // (unreachable: runs_fused is false for a group without kernels)
+    } else if constexpr (grp.kind == GroupKind::conv) {
+      constexpr std::size_t i = grp.first;
+      void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(grp.last)) : nullptr;
+      K::forward(ctx_, params() + plan::weight_offset[i], params() + plan::bias_offset[i], activation(i),
+                 activation(grp.last + 1), keep, batch);
+    } else {
+      K::template run<kernels::NoLoss, false>(ctx_, chain_args<g>(batch), {});
+    }
+  }
+
+  // Backward of group g from the gradient at its output (layers above `top` skipped); a chain whose
+  // backward data is done (chain_done) computes its weight gradients only.
+  template <std::size_t g>
+  void group_backward(int batch, std::size_t top, bool chain_done) {
+    constexpr FusedGroup grp = fusion::groups[g];
+    using K = group_kernels<g>;
+    if (!runs_fused<g>(batch)) {
+      kernels::static_for<int(grp.last - grp.first + 1)>(
+          [&](auto i) { backward_layer<grp.last - decltype(i)::value>(batch, top); });
+    } else if constexpr (std::is_void_v<K>) {
+      // (unreachable: runs_fused is false for a group without kernels)
+    } else if constexpr (grp.kind == GroupKind::conv) {
+      constexpr std::size_t i = grp.first;
+      K::backward(ctx_, params() + plan::weight_offset[i], activation(i), activation(grp.last + 1),
+                  activation_grad(grp.last + 1), K::keeps ? activation(grp.last) : nullptr,
+                  i == 0 ? nullptr : activation_grad(i), grads() + plan::weight_offset[i],
+                  grads() + plan::bias_offset[i], batch);
+    } else {
+      if (!chain_done) K::template run<kernels::NoLoss, true>(ctx_, chain_args<g>(batch), {});
+      using C = detail::chain_group_of<Net, grp.first, grp.last>;
+      kernels::DenseChainGrads<C::S> a;
+      kernels::static_for<C::S>([&](auto stage) {
+        constexpr int l = decltype(stage)::value;
+        constexpr std::size_t d = C::template dense_at<l>;
+        if constexpr (l == 0) a.x[l] = activation(grp.first);
+        else a.x[l] = activation(C::template out_at<l - 1>);
+        a.dpre[l] = activation_grad(d + 1);
+        a.dw[l] = grads() + plan::weight_offset[d];
+        a.db[l] = grads() + plan::bias_offset[d];
+      });
+      a.batch = batch;
+      K::weights(ctx_, a);
+    }
+  }
+
+  template <std::size_t g>
+  auto chain_args(int batch) {
+    constexpr FusedGroup grp = fusion::groups[g];
+    using C = detail::chain_group_of<Net, grp.first, grp.last>;
+    kernels::DenseChainArgs<C::S> a;
+    a.x = activation(grp.first);
+    kernels::static_for<C::S>([&](auto stage) {
+      constexpr int l = decltype(stage)::value;
+      constexpr std::size_t d = C::template dense_at<l>;
+      a.w[l] = params() + plan::weight_offset[d];
+      a.b[l] = params() + plan::bias_offset[d];
+      a.pre[l] = activation(d + 1);
+      a.out[l] = activation(C::template out_at<l>);
+      a.dpre[l] = activation_grad(d + 1);
+    });
+    a.probs = C::softmax ? activation(grp.last + 1) : nullptr;
+    a.dtop = activation_grad(C::top + 1);
+    a.dx = grp.first == 0 ? nullptr : activation_grad(grp.first);
+    a.batch = batch;
+    return a;
   }
 
   template <class T>

@@ -7,26 +7,27 @@
 //   auto history = trainer.fit(train_set, options, &test_set);
 //
 // fit uploads the data sets once (DeviceDataset: uint8 pixels and labels, plus per-sample buffers),
-// then per epoch uploads the epoch's order and per-step records (step number, optimizer record) and,
-// for each batch, the last partial one included, launches a captured CUDA graph running
-//     copy order[offset, offset + b) → batch indices          (memcpy node, re-pointed per step)
-//     copy records[k] → the current record                    (memcpy node, re-pointed per step)
-//     gather + normalise the batch's images, labels (and targets)
-//     forward (training mode) to the loss's layer → fused loss and gradient → backward
-//     → fused optimizer update reading the current record
-//     copy per-sample loss and correct flags → epoch arrays at offset   (memcpy nodes, re-pointed)
+// then per epoch uploads the epoch's order and per-step records (step number, optimizer record), sets
+// the step cursor k (device memory) to 0 and, for each batch, the last partial one included, launches
+// a captured CUDA graph running
+//     gather + normalise the images order[k·batch, ...) and their labels (and targets); copy
+//     record k → the current record (kernels/data.cuh, StepCursor)
+//     the network's fused loss pass (network/fusion.hpp): forward (training mode) to the loss's layer,
+//     loss and gradient, backward; for LeNet-5 seven kernels: the two conv groups' forwards, the
+//     dense chain (forward, loss, backward to its input), the chain's weight gradients, conv2's
+//     weight and input gradients, conv1's weight gradients
+//     (the loss writes each sample's loss and correct flag into the epoch arrays at k·batch)
+//     → fused optimizer update reading the current record; it also advances the cursor to k + 1
 //   and at the end one device-to-host copy of the per-sample arrays, summed on the host in order.
 //
-// The step is captured once per fit for the full batch size and once for the tail size. Everything in
-// it has fixed addresses except the four copies above; before each launch the host re-points them with
-// cudaGraphExecMemcpyNodeSetParams1D (documented to affect only later launches). Measured on an H100
-// with LeNet-5 (the earlier three-copy version): an epoch takes 3% longer than the same graph without
-// the copies at batch 64, 1.5% at batch 1024; launching the kernels one by one instead is host-bound.
+// The step is captured once per fit for the full batch size and once for the tail size (the last step
+// of an epoch, so its k·batch is right too). Everything in it has fixed addresses: the cursor makes
+// each replay take its own slice, so the host launches the same graph with no update and the graph
+// holds kernels only (the version before re-pointed four memcpy nodes before each launch).
 //
 // The trainer owns one device allocation of its own (the optimizer's state and the step's labels,
 // targets, losses, indices and record); the network's arena holds only the network.
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -79,10 +80,8 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   static constexpr std::size_t opt_state_at = 0;
   static constexpr std::size_t labels_at = opt_state_at + detail::align_bytes(opt_state_floats * sizeof(float));
   static constexpr std::size_t targets_at = labels_at + detail::align_bytes(MaxBatch * sizeof(std::int32_t));
-  static constexpr std::size_t loss_at = targets_at + detail::align_bytes(std::size_t(MaxBatch) * width * sizeof(float));
-  static constexpr std::size_t correct_at = loss_at + detail::align_bytes(MaxBatch * sizeof(float));
-  static constexpr std::size_t indices_at = correct_at + detail::align_bytes(MaxBatch * sizeof(std::int32_t));
-  static constexpr std::size_t record_at = indices_at + detail::align_bytes(MaxBatch * sizeof(std::uint32_t));
+  static constexpr std::size_t cursor_at = targets_at + detail::align_bytes(std::size_t(MaxBatch) * width * sizeof(float));
+  static constexpr std::size_t record_at = cursor_at + detail::align_bytes(sizeof(std::uint32_t));
   static constexpr std::size_t trainer_bytes = record_at + detail::align_bytes(sizeof(Record));
 
   // Parameters from init_parameters<Net>(seed), as the host trainer. Throws ctnn::cuda_error
@@ -120,7 +119,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     for (int done = 0; done < count;) {
       const int batch = std::min(MaxBatch, count - done);
       net_.upload_input(normalised_images + std::size_t(done) * input_size, batch);
-      net_.forward(batch);
+      net_.forward_fused(batch);
       const std::vector<float> p = net_.download_activation(Net::layer_count, batch);
       std::copy(p.begin(), p.end(), out.begin() + std::ptrdiff_t(done) * outputs);
       done += batch;
@@ -167,16 +166,8 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   float* opt_state() const { return at<float>(opt_state_at); }
   std::int32_t* labels() { return at<std::int32_t>(labels_at); }
   float* targets() { return at<float>(targets_at); }
-  float* loss_buf() { return at<float>(loss_at); }
-  std::int32_t* correct() { return at<std::int32_t>(correct_at); }
-  std::uint32_t* indices() { return at<std::uint32_t>(indices_at); }
+  std::uint32_t* cursor() { return at<std::uint32_t>(cursor_at); }  // the step of the epoch
   Record* record() { return at<Record>(record_at); }
-
-  // The captured step and its four memcpy nodes (see the top of this file).
-  struct StepGraph {
-    CudaGraph graph;
-    cudaGraphNode_t indices = nullptr, record = nullptr, loss = nullptr, correct = nullptr;
-  };
 
   // The loop's backend hooks (train/loop.hpp).
   void prepare(const Dataset& train, const Dataset* test, const TrainOptions& o) {
@@ -193,8 +184,8 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   }
   void end_fit() {
     net_.synchronize();  // no queued step outlives its graph or data set
-    full_step_.graph.reset();
-    tail_step_.graph.reset();
+    full_step_.reset();
+    tail_step_.reset();
     data_.reset();
     test_.reset();
   }
@@ -203,12 +194,12 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     data_->upload_order(order);
     CTNN_CUDA_CHECK(cudaMemcpyAsync(data_->extra(), steps.data(), steps.size() * sizeof(Record),
                                     cudaMemcpyHostToDevice, net_.stream()));
+    CTNN_CUDA_CHECK(cudaMemsetAsync(cursor(), 0, sizeof(std::uint32_t), net_.stream()));
     const std::size_t n = data_->count();
-    auto* table = reinterpret_cast<Record*>(data_->extra());
     std::size_t done = 0;
     for (std::size_t k = 0; k < steps.size(); ++k) {
       const int batch = int(std::min<std::size_t>(std::size_t(batch_), n - done));
-      launch_step(batch == batch_ ? full_step_ : tail_step_, done, batch, table + k);
+      (batch == batch_ ? full_step_ : tail_step_).launch(net_.stream());
       done += std::size_t(batch);
       if (o.on_batch) o.on_batch(done, n);
     }
@@ -219,69 +210,43 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   }
   Evaluation evaluate_test() { return evaluate_on(*test_); }
 
-  // Enqueues one training step on `batch` samples: those whose indices are order[offset, offset +
-  // batch). With `nodes`, the stream is being captured and the offset-dependent copies' nodes are
-  // stored there. Without `update`, the step stops before the optimizer (the warm-up before capture).
-  void enqueue_step(std::size_t offset, int batch, const Record* rec, StepGraph* nodes, bool update) {
+  // Enqueues the training step k = *cursor() on `batch` samples: those whose indices are
+  // order[k·batch_, k·batch_ + batch). Without `update`, the step stops before the optimizer (and
+  // leaves the cursor: the warm-up before capture).
+  void enqueue_step(int batch, bool update) {
     const cudaStream_t s = net_.stream();
-    const std::size_t b = std::size_t(batch);
-    auto copy = [&](void* dst, const void* src, std::size_t bytes, cudaGraphNode_t StepGraph::*node) {
-      CTNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-      if (nodes) nodes->*node = last_captured_node(s);
-    };
     DeviceDataset& data = *data_;
-    copy(indices(), data.order() + offset, b * sizeof(std::uint32_t), &StepGraph::indices);
-    copy(record(), rec, sizeof(Record), &StepGraph::record);
-    kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), data.count(), indices(), 0, batch,
+    const kernels::StepCursor step{cursor(), std::size_t(batch_), data.extra(), reinterpret_cast<std::byte*>(record()),
+                                   int(sizeof(Record))};
+    kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), data.count(), data.order(), 0, batch,
                                                this->mean(), this->stddev(), net_.input(), labels(), data.targets(),
-                                               data.target_width(), targets());
-    net_.forward(batch, grad_layer, Mode::train);
-    run_loss(batch, data.target_width() > 0, loss_buf(), correct());
-    net_.backward(batch, grad_layer);
+                                               data.target_width(), targets(), step);
+    kernels::LossRun<Loss> run = loss_run(data.target_width() > 0, data.loss(), data.correct());
+    run.first = cursor(), run.first_stride = std::size_t(batch_);
+    net_.loss_pass_fused(batch, Mode::train, run, true);
     if (update)
-      kernels::optimizer_step<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats,
-                                   record()->hyper);
-    copy(data.loss() + offset, loss_buf(), b * sizeof(float), &StepGraph::loss);
-    copy(data.correct() + offset, correct(), b * sizeof(std::int32_t), &StepGraph::correct);
+      kernels::optimizer_step<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, record()->hyper,
+                                 cursor());
   }
 
-  void run_loss(int batch, bool with_targets, float* loss, std::int32_t* correct_flags) {
-    kernels::loss_forward_backward<Loss, width>(
-        net_.stream(), this->loss, net_.activation(grad_layer + 1), labels(), with_targets ? targets() : nullptr,
-        batch, net_.activation_grad(grad_layer + 1), loss, correct_flags,
-        loss_writes_probs ? net_.output() : nullptr);
+  // The step's labels (and targets), and where the loss of each sample goes.
+  kernels::LossRun<Loss> loss_run(bool with_targets, float* loss, std::int32_t* correct_flags) {
+    return {this->loss, labels(), with_targets ? targets() : nullptr, loss, correct_flags};
   }
 
-  void capture_step(StepGraph& step, int batch) {
+  void capture_step(CudaGraph& step, int batch) {
     // Warm-up outside the capture: every kernel and cuBLAS call of the step runs once eagerly (so any
     // lazy initialisation happens here, and a bad launch fails with a plain error), without the
-    // optimizer, so the parameters are untouched; the layer state a training forward updates is put
-    // back. It writes only scratch: activations, gradients and the step's buffers.
+    // optimizer, so the parameters are untouched and the cursor stays at 0; the layer state a training
+    // forward updates is put back. It writes only scratch: activations, gradients, the step's buffers,
+    // the first step's per-sample losses.
     const std::vector<float> state = net_.state_values();
-    auto* first = reinterpret_cast<const Record*>(data_->extra());
-    enqueue_step(0, batch, first, nullptr, false);
+    CTNN_CUDA_CHECK(cudaMemsetAsync(cursor(), 0, sizeof(std::uint32_t), net_.stream()));
+    enqueue_step(batch, false);
     net_.synchronize();
     net_.set_state(state);
-    step.graph.capture(net_.stream(), [&] { enqueue_step(0, batch, first, &step, true); });
-    step_nodes_ = step.graph.node_counts();
-    const std::array<cudaGraphNode_t, 4> copies{step.indices, step.record, step.loss, step.correct};
-    for (cudaGraphNode_t node : copies) {
-      cudaGraphNodeType type{};
-      CTNN_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-      if (type != cudaGraphNodeTypeMemcpy)
-        throw cuda_error("ctnn: a captured copy of the training step is not a memcpy node (type " +
-                         std::to_string(int(type)) + "), so it cannot be re-pointed per step");
-    }
-  }
-
-  void launch_step(StepGraph& step, std::size_t offset, int batch, const Record* rec) {
-    const std::size_t b = std::size_t(batch);
-    DeviceDataset& data = *data_;
-    step.graph.set_copy(step.indices, indices(), data.order() + offset, b * sizeof(std::uint32_t));
-    step.graph.set_copy(step.record, record(), rec, sizeof(Record));
-    step.graph.set_copy(step.loss, data.loss() + offset, loss_buf(), b * sizeof(float));
-    step.graph.set_copy(step.correct, data.correct() + offset, correct(), b * sizeof(std::int32_t));
-    step.graph.launch(net_.stream());
+    step.capture(net_.stream(), [&] { enqueue_step(batch, true); });
+    step_nodes_ = step.node_counts();
   }
 
   Evaluation evaluate_on(DeviceDataset& data) {
@@ -292,8 +257,8 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
       kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), n, nullptr, done, batch,
                                                  this->mean(), this->stddev(), net_.input(), labels(),
                                                  data.targets(), data.target_width(), targets());
-      net_.forward(batch, grad_layer, Mode::eval);
-      run_loss(batch, data.target_width() > 0, data.loss() + done, data.correct() + done);
+      net_.loss_pass_fused(batch, Mode::eval, loss_run(data.target_width() > 0, data.loss() + done, data.correct() + done),
+                           false);
       done += std::size_t(batch);
     }
     const DeviceDataset::Totals totals = data.totals();
@@ -307,7 +272,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   network_type net_;
   std::byte* mem_ = nullptr;
   std::unique_ptr<DeviceDataset> data_, test_;
-  StepGraph full_step_, tail_step_;
+  CudaGraph full_step_, tail_step_;
   CudaGraph::NodeCounts step_nodes_{};
   int batch_ = 0;
 };

@@ -1,0 +1,283 @@
+#pragma once
+// A conv group on the device (network/fusion.hpp): Conv, then an element-wise activation Fn
+// (identity_fn when none), then a pooling P whose windows tile its input (NoPool when none), run by
+// the direct convolution kernels (conv_direct.cuh) with hooks:
+//
+//   forward          one kernel; a thread computes a whole pooling window of pixels, then bias,
+//                    activation and pooling in registers (ConvGroupStore). Training keeps what
+//                    backward needs: for max pooling the position of each window's maximum (one byte
+//                    per pooled output), for average pooling after an activation the activation's
+//                    output; nothing otherwise (the activation's derivative is taken from its output).
+//   backward         the weight-gradient kernel with the bias gradient as one more column, its batch
+//                    reduction finished in the same kernel (finish_splits, kernels/reduce.cuh), and
+//                    the input-gradient kernel. Both stage the convolution's output gradient through
+//                    ConvGroupGrad, which computes it from the gradient at the group's output while
+//                    loading: the pooling's backward (the window's gradient to its maximum, or spread
+//                    over the window) and the activation's derivative.
+//
+// Every value is computed as the layers compute it one by one: the convolution's sums in the same
+// order (the forward's bits equal cuda_layer<Conv>'s), the activation and pooling with the host
+// reference's own functions. A group the direct kernels cannot run (a convolution wide enough for the
+// implicit GEMM, windows of more than 256 pixels) reports supported = false and runs as layers.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "../core/cuda_context.hpp"
+#include "../layers/activation.hpp"
+#include "../layers/conv.hpp"
+#include "../layers/pool.hpp"
+#include "conv.cuh"
+#include "conv_direct.cuh"
+#include "launch.cuh"
+#include "reduce.cuh"
+
+namespace ctnn {
+namespace kernels {
+
+// The pooling of a conv group: none, or Kind over K × K windows with stride K and no padding.
+struct NoPool {
+  static constexpr bool pooled = false;
+  static constexpr PoolKind kind = PoolKind::max;  // (unused)
+  static constexpr int k = 1;
+};
+template <PoolKind Kind, int K>
+struct TilePool {
+  static constexpr bool pooled = true;
+  static constexpr PoolKind kind = Kind;
+  static constexpr int k = K;
+};
+
+// The group's integers: G (the convolution, conv_direct.cuh) and the pooled output QH × QW.
+template <class G, class Fn, class P>
+struct ConvGroupDims {
+  static constexpr int PQ = P::k, QH = G::OH / PQ, QW = G::OW / PQ;
+  static constexpr bool act = !std::is_same_v<Fn, identity_fn>;
+  enum class Keep { nothing, argmax, activation };
+  // What a training forward keeps for backward, in the slot of the pooling's input.
+  static constexpr Keep keep = !P::pooled                                   ? Keep::nothing
+                               : P::kind == PoolKind::max                   ? Keep::argmax
+                               : act                                        ? Keep::activation
+                                                                            : Keep::nothing;
+};
+
+// The forward's epilogue: bias is in acc already; activation, pooling, stores.
+template <class G, class Fn, class P>
+struct ConvGroupStore {
+  using D = ConvGroupDims<G, Fn, P>;
+  float* y;     // [batch][Out][QH][QW]: the group's output
+  void* keep;   // null (evaluation), or uint8 [batch][Out][QH][QW] (argmax) / float [batch][Out][OH][OW]
+
+  template <int OCPT>
+  __device__ void operator()(std::size_t n, int o0, int qy, int qx, const float (&acc)[P::k * P::k][OCPT]) const {
+    constexpr int PQ = P::k;
+#pragma unroll
+    for (int j = 0; j < OCPT; ++j) {
+      const int o = o0 + j;
+      if (o >= G::Out) continue;
+      const std::size_t q = ((n * G::Out + o) * D::QH + qy) * D::QW + qx;
+      if constexpr (!P::pooled) {
+        y[q] = Fn::apply(acc[0][j]);
+      } else if constexpr (P::kind == PoolKind::max) {
+        int best = 0;  // the first maximum in row-major order, as the host's pooling
+        float top = Fn::apply(acc[0][j]);
+#pragma unroll
+        for (int p = 1; p < PQ * PQ; ++p) {
+          const float v = Fn::apply(acc[p][j]);
+          if (v > top) best = p, top = v;
+        }
+        y[q] = top;
+        if (keep) static_cast<std::uint8_t*>(keep)[q] = std::uint8_t(best);
+      } else {
+        float sum = 0.f;
+#pragma unroll
+        for (int p = 0; p < PQ * PQ; ++p) {
+          const float v = Fn::apply(acc[p][j]);
+          sum += v;
+          if constexpr (D::keep == D::Keep::activation)
+            if (keep)
+              static_cast<float*>(keep)[((n * G::Out + o) * G::OH + qy * PQ + p / PQ) * G::OW + qx * PQ + p % PQ] = v;
+        }
+        y[q] = sum / float(PQ * PQ);
+      }
+    }
+  }
+};
+
+// The gradient at the convolution's output, element (n, o, oy, ox), from the gradient dy at the
+// group's output: the pooling's and the activation's backward, as the host computes them one by one.
+template <class G, class Fn, class P>
+struct ConvGroupGrad {
+  using D = ConvGroupDims<G, Fn, P>;
+  const float* dy;    // [batch][Out][QH][QW]
+  const float* y;     // the group's output, same shape (the activation's derivative is taken from it)
+  const void* keep;   // what the training forward kept
+
+  __device__ float operator()(std::size_t n, int o, int oy, int ox) const {
+    constexpr int PQ = P::k;
+    if constexpr (!P::pooled) {
+      const std::size_t i = ((n * G::Out + o) * G::OH + oy) * G::OW + ox;
+      return D::act ? dy[i] * Fn::derivative(y[i]) : dy[i];
+    } else {
+      const int qy = oy / PQ, qx = ox / PQ;
+      if (qy >= D::QH || qx >= D::QW) return 0.f;  // in no window
+      const std::size_t q = ((n * G::Out + o) * D::QH + qy) * D::QW + qx;
+      if constexpr (P::kind == PoolKind::max) {
+        // Three independent loads, then the choice: one memory round trip per element.
+        const int at = static_cast<const std::uint8_t*>(keep)[q];
+        const float d = dy[q], top = D::act ? y[q] : 0.f;
+        const float g = D::act ? (0.f + d) * Fn::derivative(top) : 0.f + d;  // the window's maximum is its output
+        return at == (oy - qy * PQ) * PQ + (ox - qx * PQ) ? g : 0.f;
+      } else {
+        const float g = 0.f + dy[q] / float(PQ * PQ);
+        if constexpr (!D::act) return g;
+        else return g * Fn::derivative(static_cast<const float*>(keep)[((n * G::Out + o) * G::OH + oy) * G::OW + ox]);
+      }
+    }
+  }
+};
+
+template <class G, int PQ, class Store>
+__global__ void __launch_bounds__(ConvDirect<G, PQ>::threads)
+kernel_conv_group_forward(const float* __restrict__ w,  // [Out][C][K][K]
+                          const float* __restrict__ b,  // [Out]
+                          const float* __restrict__ x,  // [batch][C][H][W]
+                          Store st)                     // ConvGroupStore
+{
+  conv_forward_direct_block<G, false, PQ>(w, b, PlainLoad<G::C, G::H, G::W>{x}, st);
+}
+
+// Backward data, stride 1 (the flipped forward, DG = ConvDgradDims<G>) or any stride (the gather).
+template <class DG, class Load>
+__global__ void __launch_bounds__(ConvDirect<DG>::threads)
+kernel_conv_group_dgrad_flip(const float* __restrict__ w,  // the layer's [Out][C][K][K]
+                             Load ld,                      // ConvGroupGrad
+                             float* __restrict__ dx)       // [batch][C][H][W]
+{
+  conv_forward_direct_block<DG, true, 1>(w, nullptr, ld, PlainStore<DG>{dx});
+}
+template <class G, class Load>
+__global__ void __launch_bounds__(ConvDgrad<G>::threads)
+kernel_conv_group_dgrad_gather(const float* __restrict__ w, Load ld, float* __restrict__ dx) {
+  conv_backward_data_block<G>(w, ld, dx);
+}
+
+// Weight and bias gradients: the stage-1 blocks of conv_direct.cuh, then the sum of their partials
+// finished by the blocks themselves (finish_splits), one ticket set per (k tile, o tile).
+template <class G, class Load>
+__global__ void __launch_bounds__(ConvWgrad<G>::threads)
+kernel_conv_group_wgrad(const float* __restrict__ x,  // [batch][C][H][W]
+                        Load ld,                      // ConvGroupGrad
+                        float* __restrict__ partials,  // [gridDim.x][E]
+                        float* __restrict__ group_sums,  // [groups][E]
+                        unsigned* __restrict__ tickets,  // per tile, group_tickets(gridDim.x)
+                        int units,
+                        float* __restrict__ dw,  // [Out][C·K·K]
+                        float* __restrict__ db)  // [Out]
+{
+  using Cfg = ConvWgrad<G>;
+  constexpr int KT = Cfg::ktile, MT = Cfg::mt, CKK = G::CKK;
+  conv_backward_weights_block<G>(PlainLoad<G::C, G::H, G::W>{x}, ld, partials, units);
+  const int k0 = int(blockIdx.y) * KT, o0 = int(blockIdx.z) * MT;
+  const int tile = int(blockIdx.y * gridDim.z + blockIdx.z);
+  const int splits = int(gridDim.x);
+  finish_splits(
+      partials, group_sums, tickets + std::size_t(tile) * group_tickets(splits), Cfg::E, int(blockIdx.x), splits,
+      MT * KT,
+      [&](int e) {
+        const int o = o0 + e / KT, k = k0 + e % KT;
+        if (o >= G::Out || k > CKK) return -1;
+        return k < CKK ? o * CKK + k : G::Out * CKK + o;
+      },
+      [&](int col, float v) {
+        if (col < G::Out * CKK) dw[col] = v;
+        else db[col - G::Out * CKK] = v;
+      });
+}
+
+}  // namespace kernels
+
+// The group Conv (ConvL on input In), activation Fn, pooling P on the device. Enqueue only.
+template <class ConvL, class In, class Fn, class P>
+struct cuda_conv_group {
+  using bound = typename ConvL::template bind<In>;
+  using G = kernels::ConvDims<bound::C, bound::H, bound::W, ConvL::out_channels, ConvL::kernel, ConvL::stride,
+                              ConvL::pad, ConvL::dilation>;
+  using D = kernels::ConvGroupDims<G, Fn, P>;
+  using Fwd = kernels::ConvDirect<G, P::k>;
+  using Wg = kernels::ConvWgrad<G>;
+  using DG = kernels::ConvDgradDims<G>;
+  using Store = kernels::ConvGroupStore<G, Fn, P>;
+  using Grad = kernels::ConvGroupGrad<G, Fn, P>;
+
+  // The direct kernels run this layer in every direction, and a window's position fits in a byte.
+  static constexpr bool supported = kernels::conv_forward_rule<G>() == ConvAlgo::direct &&
+                                    kernels::conv_dgrad_rule<G>() == ConvAlgo::direct &&
+                                    kernels::conv_wgrad_rule<G>() == ConvAlgo::direct && Fwd::fits &&
+                                    P::k * P::k <= 256 && D::QH >= 1 && D::QW >= 1;
+  // The smallest batch that runs the group fused (docs/fusion.md); CTNN_CONV_FUSION_MIN_BATCH
+  // overrides it (for measuring).
+#ifdef CTNN_CONV_FUSION_MIN_BATCH
+  static constexpr int min_batch = CTNN_CONV_FUSION_MIN_BATCH;
+#else
+  static constexpr int min_batch = 1;
+#endif
+  static constexpr int forward_min_batch = min_batch;  // inference, as training
+  static constexpr bool keeps = D::keep != D::Keep::nothing;
+
+  // Partials and group sums of the weight gradient; its tickets.
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    const int splits = Wg::partials(max_batch);
+    const int rows = splits + kernels::max_over(splits, [](int s) { return kernels::ceil_div(s, kernels::group_for(s)); });
+    return std::size_t(rows) * std::size_t(Wg::E);
+  }
+  static constexpr std::size_t ticket_count(int max_batch) {
+    return std::size_t(Wg::k_tiles) * Wg::m_tiles *
+           std::size_t(kernels::max_over(Wg::partials(max_batch), [](int s) { return kernels::group_tickets(s); }));
+  }
+
+  // y: the group's output; keep: null in evaluation, else where training keeps what backward needs.
+  static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y, void* keep,
+                      int batch) {
+    kernels::check_batch(batch, "Conv group forward");
+    const unsigned grid = kernels::grid_for(std::size_t(batch) * Fwd::tiles, 1);
+    kernels::kernel_conv_group_forward<G, P::k, Store><<<grid, Fwd::threads, 0, ctx.stream>>>(w, b, x, Store{y, keep});
+    CTNN_CHECK_LAUNCH();
+  }
+
+  // From dy, the gradient at the group's output, and what forward left (y, keep): dw, db and, unless
+  // null, dx.
+  static void backward(const CudaContext& ctx, const float* w, const float* x, const float* y, const float* dy,
+                       const void* keep, float* dx, float* dw, float* db, int batch) {
+    kernels::check_batch(batch, "Conv group backward");
+    kernels::check_workspace(ctx, workspace_floats(batch), "Conv group backward", batch);
+    if (Wg::units(batch) > 0x7fffffffLL)
+      throw std::invalid_argument("ctnn: Conv group backward: batch " + std::to_string(batch) + " is too large");
+    const std::size_t tickets = ticket_count(batch);
+    if (ctx.tickets == nullptr || ctx.ticket_count < tickets)
+      throw std::invalid_argument("ctnn: Conv group backward needs " + std::to_string(tickets) +
+                                  " tickets, but the CudaContext provides " + std::to_string(ctx.ticket_count));
+    const Grad grad{dy, y, keep};
+    const int splits = Wg::partials(batch);
+    const dim3 grid(unsigned(splits), Wg::k_tiles, Wg::m_tiles);
+    kernels::kernel_conv_group_wgrad<G, Grad><<<grid, Wg::threads, 0, ctx.stream>>>(
+        x, grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets, int(Wg::units(batch)), dw,
+        db);
+    CTNN_CHECK_LAUNCH();
+    if (!dx) return;
+    if constexpr (kernels::conv_dgrad_by_flip<G>()) {
+      using Cfg = kernels::ConvDirect<DG>;
+      const unsigned g = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
+      kernels::kernel_conv_group_dgrad_flip<DG, Grad><<<g, Cfg::threads, 0, ctx.stream>>>(w, grad, dx);
+    } else {
+      using Dg = kernels::ConvDgrad<G>;
+      const unsigned g = kernels::grid_for(std::size_t(batch) * Dg::c_tiles * Dg::r_tiles, 1);
+      kernels::kernel_conv_group_dgrad_gather<G, Grad><<<g, Dg::threads, 0, ctx.stream>>>(w, grad, dx);
+    }
+    CTNN_CHECK_LAUNCH();
+  }
+};
+
+}  // namespace ctnn

@@ -1,0 +1,535 @@
+#pragma once
+// A dense chain on the device (network/fusion.hpp): Dense layers, each followed by an optional
+// element-wise activation, and the network's final Softmax when the chain reaches it. After
+// tiny-cuda-nn's fully fused MLP (src/fully_fused_mlp.cu: a block owns a tile of the batch and keeps
+// its activations in shared memory from the first layer to the last and back; the weight gradients
+// are products of their own), in FP32 and with weights too large to keep in shared memory, so they
+// are streamed through the cache, each read once per tile and used for all its samples:
+//
+//   kernel_dense_chain          per tile of BT samples: the forward of every stage (each output also
+//                               written to its activation slot), then, with a loss, each sample's loss
+//                               and gradient (one warp per sample, the loss kernel's own function),
+//                               or the Softmax's probabilities; then, for training, backward: the
+//                               gradient at each Dense output (the activation's derivative applied as
+//                               it is computed; written out for the weight gradients) and at the
+//                               chain's input.
+//   kernel_dense_chain_weights  every stage's dW and db in one launch: blocks over (stage, column
+//                               tile, row tile, batch chunk); the chunks' partial sums are finished in
+//                               the same kernel in a fixed order (finish_splits, reduce.cuh).
+//
+// Forward: a warp computes U = 32/BT units for the BT samples, lanes striding over the inputs
+// (coalesced weight rows, conflict-free reads of the tile), then one reduce-scatter over the warp
+// leaves lane u·BT + s with unit u of sample s. Backward: a thread per input column, looping over the
+// units (coalesced weight columns, the tile's gradients as broadcasts). Fixed orders throughout: the
+// results do not depend on the run.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../core/cuda_context.hpp"
+#include "../layers/activation.hpp"
+#include "dense.cuh"
+#include "launch.cuh"
+#include "loss.cuh"
+#include "reduce.cuh"
+#include "softmax.cuh"
+
+namespace ctnn {
+namespace kernels {
+
+// Dense<N> on I inputs followed by the element-wise Fn (identity_fn when none).
+template <int I_, int N_, class Fn_>
+struct DenseStage {
+  static constexpr int I = I_, N = N_;
+  using fn = Fn_;
+};
+
+template <bool Softmax, class... Stages>
+struct DenseChainDims {
+  static constexpr int S = int(sizeof...(Stages));
+  static constexpr bool softmax = Softmax;
+  template <int L>
+  using stage = std::tuple_element_t<std::size_t(L), std::tuple<Stages...>>;
+  static constexpr int I0 = stage<0>::I, NL = stage<S - 1>::N;
+  // Threads of the kernel with and without backward. Its time is latency (a block per tile, each
+  // layer a few rounds of loads), so more warps help backward; the forward's 32 accumulators a lane
+  // need more than the 128 registers a thread of 512 may have (they would go to local memory).
+#ifdef CTNN_DENSE_CHAIN_TRAIN_THREADS
+  static constexpr int train_threads = CTNN_DENSE_CHAIN_TRAIN_THREADS;
+#else
+  static constexpr int train_threads = 256;
+#endif
+  static constexpr int threads(bool backward) { return backward ? train_threads : 256; }
+  static constexpr int sum_n = (Stages::N + ...);
+  static constexpr int max_n = [] {
+    int m = 0;
+    ((m = max_of(m, Stages::N)), ...);
+    return m;
+  }();
+  // Shared floats per sample of the tile: the input, every stage's output, two gradient buffers.
+  static constexpr int per_sample = I0 + sum_n + 2 * max_n;
+  // Samples per tile: 16, 8 or 4, the most that fit in 48 KB; 0 when not even 4 do.
+  static constexpr int bt = 16 * per_sample <= smem_limit_floats  ? 16
+                            : 8 * per_sample <= smem_limit_floats ? 8
+                            : 4 * per_sample <= smem_limit_floats ? 4
+                                                                  : 0;
+  static constexpr int BT = bt > 0 ? bt : 4;  // (for the declarations of an unsupported chain)
+  static constexpr bool supported = bt > 0 && S <= 8 && ((Stages::I > 0 && Stages::N > 0) && ...);
+  // Shared-memory offsets (floats): x [BT][I0], h_l [BT][N_l], two gradient buffers [BT][≤ max_n].
+  static constexpr int h_at(int l) {
+    int at = BT * I0;
+    int n[] = {Stages::N...};
+    for (int j = 0; j < l; ++j) at += BT * n[j];
+    return at;
+  }
+  static constexpr int g_at = BT * (I0 + sum_n), smem_floats = BT * per_sample;
+};
+
+// Pointers of one launch (S stages).
+template <int S>
+struct DenseChainArgs {
+  const float* x = nullptr;   // [batch][I0]: the chain's input
+  const float* w[S] = {};     // [N_l][I_l]
+  const float* b[S] = {};     // [N_l]
+  float* pre[S] = {};         // [batch][N_l]: Dense output
+  float* out[S] = {};         // [batch][N_l]: the stage's output (the activation's; pre when none)
+  float* probs = nullptr;     // [batch][NL]: the Softmax's output (a chain ending in Softmax), or null
+  float* dpre[S] = {};        // [batch][N_l]: gradient at each Dense output (backward)
+  const float* dtop = nullptr;  // [batch][NL]: gradient at the last stage's output, when no loss is fused
+  float* dx = nullptr;        // [batch][I0]: gradient at the chain's input, or null
+  int batch = 0;
+};
+
+template <int S>
+struct DenseChainGrads {
+  const float* x[S] = {};     // [batch][I_l]: each stage's input
+  const float* dpre[S] = {};  // [batch][N_l]
+  float* dw[S] = {};          // [N_l][I_l]
+  float* db[S] = {};          // [N_l]
+  float* partials[S] = {};    // [chunks][N_l·(I_l + 1)]
+  float* sums[S] = {};        // [groups][N_l·(I_l + 1)]
+  int batch = 0;
+};
+
+// Floats per vector access along rows of I floats: 4 when every row starts 16-byte aligned.
+constexpr int vec_width(int I) { return I % 4 == 0 ? 4 : 1; }
+// V consecutive floats from global memory (16-byte aligned when V = 4), or zeros when !valid.
+template <int V>
+__device__ __forceinline__ void load_global(const float* p, bool valid, float (&r)[V]) {
+  if constexpr (V == 4) {
+    const float4 v = valid ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) r[j] = valid ? __ldg(p + j) : 0.f;
+  }
+}
+
+// V consecutive floats to shared or global memory (16-byte aligned when V = 4).
+template <int V>
+__device__ __forceinline__ void store_floats(float* p, const float (&r)[V]) {
+  if constexpr (V == 4) *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+  else
+#pragma unroll
+    for (int j = 0; j < V; ++j) p[j] = r[j];
+}
+
+// Lane l of the warp returns the sum over the warp's lanes of v[l]: a reduce-scatter of 32 values in
+// 31 shuffles (each step a lane keeps half of its values and adds its partner's copies of them).
+__device__ __forceinline__ float warp_reduce_scatter(float (&v)[32], int lane) {
+#pragma unroll
+  for (int half = 16; half >= 1; half /= 2) {
+    const bool upper = (lane & half) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float send = upper ? v[i] : v[i + half];
+      const float keep = upper ? v[i + half] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, half);
+    }
+  }
+  return v[0];
+}
+
+// One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
+// written to pre and out (out == pre: once) for the tile's `count` samples. A warp computes U = 32/BT
+// units for the BT samples, lanes striding over the inputs, then one reduce-scatter over the warp
+// leaves lane u·BT + s with unit u of sample s. The stage's sizes are run-time values so that stages
+// with the same activation share their code: the kernel runs its code once per block, every
+// instruction fetched cold, so code size costs time. For the same reason the loops stay rolled, the
+// next weights loaded while the current ones are used.
+template <int BT, int V, class Fn>
+__device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] shared
+                                                 float* h,         // [BT][N] shared
+                                                 const float* __restrict__ w, const float* __restrict__ b,
+                                                 float* pre, float* out, int I, int N, int s0, int count, int warps) {
+  constexpr int U = 32 / BT;
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
+#pragma unroll 1
+  for (int n0 = warp * U; n0 < N; n0 += warps * U) {
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+    float wv[U][V], wn[U][V];  // (U units, V inputs): this step's weights, the next step's
+#pragma unroll
+    for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + lane * V, lane < KV && n0 + u < N, wv[u]);
+#pragma unroll 1
+    for (int kv = lane; kv < KV; kv += 32) {
+      const int next = kv + 32;
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
+#pragma unroll
+      for (int s = 0; s < BT; ++s) {
+        float xv[V];
+        load_shared(in + s * I + kv * V, xv);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
+    }
+    const float sum = warp_reduce_scatter(acc, lane);
+    const int u = lane / BT, s = lane % BT, n = n0 + u;
+    if (n < N) {
+      const float p = sum + b[n];
+      const float y = Fn::apply(p);
+      h[s * N + n] = y;
+      if (s < count) {
+        const std::size_t at = std::size_t(s0 + s) * N + n;
+        pre[at] = p;
+        if (out != pre) out[at] = y;
+      }
+    }
+  }
+}
+
+// One Dense stage's backward data for the tile: from gp [BT][N] (the gradient at its Dense output),
+// gq [BT][I] = (gp·W) · Fp'(hp) (the previous stage's activation; hp [BT][I] its output), also written
+// to `to` for the tile's samples; without gq (the chain's first stage) gp·W goes to `to` alone. A
+// thread takes V consecutive columns k and every G-th unit n (G groups of threads share the units of
+// a column, so that more loads are in flight); the groups' sums meet in `buf` [BT][I] in a fixed
+// order. Rows are sample-major, so a thread's V columns of a sample are one vector access. Sizes at
+// run time, as chain_forward_stage's.
+template <int BT, int V, class Fp>
+__device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, float* buf, const float* hp,
+                                                  const float* __restrict__ w, float* to, int I, int N, int s0,
+                                                  int count, int T) {
+  const int Q = I / V, G = Q >= T ? 1 : clamp_to(T / Q, 1, 8), rounds = ceil_div(Q * G, T);
+  for (int round = 0; round < rounds; ++round) {
+    const int item = round * T + int(threadIdx.x), q = item % Q, grp = item / Q, k = q * V;
+    const bool active = item < Q * G;
+    float acc[BT][V];
+#pragma unroll
+    for (int s = 0; s < BT; ++s)
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[s][j] = 0.f;
+    if (active) {
+#pragma unroll 4
+      for (int n = grp; n < N; n += G) {
+        float wv[V];
+        load_global(w + std::size_t(n) * I + k, true, wv);
+#pragma unroll
+        for (int s = 0; s < BT; ++s) {
+          const float d = gp[s * N + n];  // (a broadcast)
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[s][j] = fmaf(wv[j], d, acc[s][j]);
+        }
+      }
+    }
+    if (G > 1) {        // buf = acc of group G−1, + group G−2, ..., then group 0 adds buf
+      __syncthreads();  // (the previous round's readers of buf are done; G > 1: one round)
+#pragma unroll 1
+      for (int g = G - 1; g >= 0; --g) {
+        if (active && grp == g)
+#pragma unroll
+          for (int s = 0; s < BT; ++s) {
+            float* bp = buf + s * I + k;
+            if (g < G - 1) {
+              float prev[V];
+              load_shared(bp, prev);
+#pragma unroll
+              for (int j = 0; j < V; ++j) acc[s][j] += prev[j];
+            }
+            if (g > 0) store_floats(bp, acc[s]);
+          }
+        if (g > 0) __syncthreads();
+      }
+    }
+    if (!active || grp != 0) continue;
+#pragma unroll
+    for (int s = 0; s < BT; ++s) {
+      if (gq) {
+        if constexpr (!std::is_same_v<Fp, identity_fn>) {
+          float hv[V];
+          load_shared(hp + s * I + k, hv);
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[s][j] *= Fp::derivative(hv[j]);
+        }
+        store_floats(gq + s * I + k, acc[s]);
+      }
+      if (s < count) store_floats(to + std::size_t(s0 + s) * I + k, acc[s]);
+    }
+  }
+}
+
+template <class Ch, class Loss, bool Backward>
+__global__ void __launch_bounds__(Ch::threads(Backward))
+kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
+{
+  constexpr int S = Ch::S, BT = Ch::BT, U = 32 / BT, NL = Ch::NL, T = Ch::threads(Backward), warps = T / 32;
+  constexpr bool fused_loss = !std::is_same_v<Loss, NoLoss>;
+  // Preconditions
+  static_assert(Ch::supported, "ctnn: this dense chain's tile does not fit in shared memory");
+  static_assert(U * BT == 32, "a warp's units times the tile's samples fill its lanes");
+  static_assert(!Backward || fused_loss || true, "backward reads dtop without a fused loss");
+
+  __shared__ __align__(16) float smem[Ch::smem_floats];
+  const int s0 = int(blockIdx.x) * BT, count = min_of(BT, a.batch - s0);
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+
+#pragma unroll 4
+  for (int e = threadIdx.x; e < BT * Ch::I0; e += T) {
+    const int s = e / Ch::I0;
+    smem[e] = s < count ? a.x[std::size_t(s0) * Ch::I0 + e] : 0.f;
+  }
+  __syncthreads();
+
+  // Forward, stage by stage: h_l [BT][N] = fn(W·in + b).
+  static_for<S>([&](auto stage) {
+    constexpr int L = decltype(stage)::value;
+    using St = typename Ch::template stage<L>;
+    chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
+        smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], a.pre[L], a.out[L], St::I, St::N,
+        s0, count, warps);
+    __syncthreads();
+  });
+
+  const float* top = smem + Ch::h_at(S - 1);  // [BT][NL]
+  float* g0 = smem + Ch::g_at;                // [BT][NL], later [BT][I_l]: gradient rows, sample-major
+  float* g1 = g0 + Ch::max_n * BT;
+  // Per sample (a warp each): the loss and its gradient, or the Softmax's probabilities.
+  if constexpr (fused_loss) {
+    const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
+    for (int s = warp; s < count; s += warps) {
+      const std::size_t at = std::size_t(s0 + s);
+      cuda_loss<Loss>::template sample<NL>(loss.options, top + s * NL, loss.labels ? loss.labels + at : nullptr,
+                                           loss.labels ? nullptr : loss.targets + at * NL, a.batch,
+                                           Backward ? g0 + s * NL : nullptr, 1, a.probs ? a.probs + at * NL : nullptr,
+                                           loss.loss + out0 + at, loss.correct + out0 + at, lane);
+    }
+  } else if constexpr (Ch::softmax) {
+    if (a.probs)
+      for (int s = warp; s < count; s += warps)
+        softmax_row<NL>(top + s * NL, a.probs + std::size_t(s0 + s) * NL, lane);
+  }
+  if constexpr (!Backward) return;
+
+  if constexpr (!fused_loss)
+    for (int e = threadIdx.x; e < BT * NL; e += T) g0[e] = e / NL < count ? a.dtop[std::size_t(s0) * NL + e] : 0.f;
+  __syncthreads();
+  {  // The last stage's activation: the gradient at its Dense output.
+    using Fn = typename Ch::template stage<S - 1>::fn;
+    for (int e = threadIdx.x; e < BT * NL; e += T) {
+      float g = g0[e];
+      if constexpr (!std::is_same_v<Fn, identity_fn>) g *= Fn::derivative(top[e]);
+      g0[e] = g;
+      if (e / NL < count) a.dpre[S - 1][std::size_t(s0) * NL + e] = g;
+    }
+  }
+  __syncthreads();
+
+  // Backward, stage by stage from the last: the gradient at stage L's Dense output is in one buffer
+  // (g0 for the last stage); its product with W goes to the other, through the previous stage's
+  // activation, or to dx.
+  static_for<S>([&](auto rev) {
+    constexpr int L = S - 1 - decltype(rev)::value;
+    using St = typename Ch::template stage<L>;
+    constexpr int I = St::I;
+    const float* gp = (S - 1 - L) % 2 == 0 ? g0 : g1;  // [BT][N]
+    float* gq = (S - 1 - L) % 2 == 0 ? g1 : g0;        // [BT][I]
+    if constexpr (L > 0) {
+      using Fp = typename Ch::template stage<L - 1>::fn;
+      chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, gq, smem + Ch::h_at(L - 1), a.w[L], a.dpre[L - 1], I,
+                                                 St::N, s0, count, T);
+    } else if (a.dx) {  // (buf: the input tile, no longer needed)
+      chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, smem, nullptr, a.w[L], a.dx, I, St::N, s0,
+                                                          count, T);
+    }
+    __syncthreads();
+  });
+}
+
+// The weight-gradient blocks of the chain: stage l has DenseWgrad<N_l, I_l>'s tiles (k_tiles ×
+// n_tiles), each cut into chunks(batch) chunks of the batch.
+template <class Ch>
+struct DenseChainWeights {
+  static constexpr int S = Ch::S;
+  static constexpr int threads = 128;
+  template <int L>
+  using Cfg = DenseWgrad<Ch::template stage<L>::N, Ch::template stage<L>::I>;
+  static constexpr std::array<int, S> tiles = [] {
+    std::array<int, S> t{};
+    static_for<S>([&](auto stage) {
+      constexpr int L = decltype(stage)::value;
+      t[L] = Cfg<L>::k_tiles * Cfg<L>::n_tiles;
+    });
+    return t;
+  }();
+  static constexpr int all_tiles = [] {
+    int t = 0;
+    for (int v : tiles) t += v;
+    return t;
+  }();
+  static constexpr int rows = 64;  // samples per chunk (DenseWgrad's)
+  static constexpr int chunks(int batch) { return ceil_div(batch > 0 ? batch : 1, rows); }
+  static constexpr int max_tn = 8;
+};
+
+template <class Ch>
+__global__ void __launch_bounds__(DenseChainWeights<Ch>::threads)
+kernel_dense_chain_weights(DenseChainGrads<Ch::S> a, unsigned* __restrict__ tickets)
+{
+  using W = DenseChainWeights<Ch>;
+  constexpr int ROWS = W::rows, T = W::threads;
+  __shared__ __align__(16) float dy_s[ROWS * W::max_tn];  // (ROWS, TN)
+  const int chunks = W::chunks(a.batch);
+  const int blk = int(blockIdx.x) / chunks, chunk = int(blockIdx.x) % chunks;
+  int tile_base = 0;  // tiles of the stages before this block's
+  static_for<Ch::S>([&](auto stage) {
+    constexpr int L = decltype(stage)::value;
+    using Cfg = typename W::template Cfg<L>;
+    constexpr int N = Ch::template stage<L>::N, I = Ch::template stage<L>::I, TN = Cfg::tn, E = Cfg::E;
+    static_assert(Cfg::threads == T && TN <= W::max_tn, "every stage's tile fits the launch");
+    const int tile = blk - tile_base;
+    tile_base += W::tiles[L];
+    if (tile < 0 || tile >= W::tiles[L]) return;  // another stage's block (uniform over the block)
+    const int kt = tile % Cfg::k_tiles, nt = tile / Cfg::k_tiles;
+    const int k = kt * T + int(threadIdx.x), n0 = nt * TN, b0 = chunk * ROWS;
+    const int count = min_of(ROWS, a.batch - b0);
+    const float* dy = a.dpre[L];
+    for (int e = threadIdx.x; e < ROWS * TN; e += T) {
+      const int r = e / TN, j = e % TN;
+      dy_s[e] = (r < count && n0 + j < N) ? dy[std::size_t(b0 + r) * N + n0 + j] : 0.f;
+    }
+    __syncthreads();
+    float acc[TN];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[j] = 0.f;
+    if (k <= I) {
+      const float* xk = a.x[L] + std::size_t(b0) * I + k;
+#pragma unroll 8
+      for (int r = 0; r < count; ++r) {
+        const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
+        float d[TN];
+        load_shared(dy_s + r * TN, d);
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[j] = fmaf(v, d[j], acc[j]);
+      }
+    }
+    auto out = [&](int col, float v) {
+      if (col < N * I) a.dw[L][col] = v;
+      else a.db[L][col - N * I] = v;
+    };
+    if (chunks == 1) {  // the whole batch in this block: no partials
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+        if (k <= I && n0 + j < N) out(k < I ? (n0 + j) * I + k : N * I + n0 + j, acc[j]);
+      return;
+    }
+    float* part = a.partials[L] + std::size_t(chunk) * E;
+#pragma unroll
+    for (int j = 0; j < TN; ++j)
+      if (k <= I && n0 + j < N) part[k < I ? (n0 + j) * I + k : N * I + n0 + j] = acc[j];
+    finish_splits(
+        a.partials[L], a.sums[L], tickets + std::size_t(blk) * group_tickets(chunks), E, chunk, chunks,
+        T * TN,
+        [&](int e) {
+          const int kk = kt * T + e % T, n = n0 + e / T;
+          if (kk > I || n >= N) return -1;
+          return kk < I ? n * I + kk : N * I + n;
+        },
+        out);
+  });
+}
+
+}  // namespace kernels
+
+// A dense chain Ch on the device. Enqueue only.
+template <class Ch>
+struct cuda_dense_chain {
+  using W = kernels::DenseChainWeights<Ch>;
+  static constexpr bool supported = Ch::supported;
+  // The smallest batch that runs the chain fused: below it the layers' own kernels were measured
+  // faster on an H100 (docs/fusion.md). CTNN_DENSE_CHAIN_MIN_BATCH overrides it (for measuring).
+#ifdef CTNN_DENSE_CHAIN_MIN_BATCH
+  static constexpr int min_batch = CTNN_DENSE_CHAIN_MIN_BATCH;
+#else
+  static constexpr int min_batch = 1;
+#endif
+  // In a forward without a loss (inference) the layers' own kernels were faster in a CUDA graph at every
+  // batch measured (LeNet-5 on an H100: batch 1 35.7 against 53.6 us, 10,000 images 24.2 against 16.9 M
+  // images/s; launched eagerly the chain's fewer launches win at batches 1 and 1,024), so there the
+  // chain never runs fused; with the loss fused in (training, evaluate) it won at every batch.
+  static constexpr int forward_min_batch = std::numeric_limits<int>::max();
+  static constexpr int S = Ch::S;
+
+  // Per stage: the partials and group sums of its weight gradient.
+  template <int L>
+  static constexpr std::size_t stage_floats(int max_batch) {
+    const int chunks = W::chunks(max_batch);
+    if (chunks == 1) return 0;
+    const int rows =
+        chunks + kernels::max_over(chunks, [](int s) { return kernels::ceil_div(s, kernels::group_for(s)); });
+    return kernels::round_up(std::size_t(rows) * std::size_t(W::template Cfg<L>::E), std::size_t{64});
+  }
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    std::size_t total = 0;
+    kernels::static_for<S>([&](auto stage) { total += stage_floats<decltype(stage)::value>(max_batch); });
+    return total;
+  }
+  static constexpr std::size_t ticket_count(int max_batch) {
+    return std::size_t(W::all_tiles) *
+           std::size_t(kernels::max_over(W::chunks(max_batch), [](int s) { return kernels::group_tickets(s); }));
+  }
+
+  // Forward (and with Backward, backward data) of a.batch samples; with a Loss other than NoLoss its
+  // loss and gradient at the last stage's output, else (Backward) that gradient from a.dtop.
+  template <class Loss, bool Backward>
+  static void run(const CudaContext& ctx, const kernels::DenseChainArgs<S>& a, const kernels::LossRun<Loss>& loss) {
+    kernels::check_batch(a.batch, "Dense chain");
+    const unsigned grid = kernels::grid_for(std::size_t(a.batch), Ch::BT);
+    kernels::kernel_dense_chain<Ch, Loss, Backward><<<grid, Ch::threads(Backward), 0, ctx.stream>>>(a, loss);
+    CTNN_CHECK_LAUNCH();
+  }
+
+  // Every stage's dW and db; a.partials and a.sums are set here from ctx.workspace.
+  static void weights(const CudaContext& ctx, kernels::DenseChainGrads<S> a) {
+    kernels::check_batch(a.batch, "Dense chain backward");
+    kernels::check_workspace(ctx, workspace_floats(a.batch), "Dense chain backward", a.batch);
+    if (ctx.tickets == nullptr || ctx.ticket_count < ticket_count(a.batch))
+      throw std::invalid_argument("ctnn: Dense chain backward needs " + std::to_string(ticket_count(a.batch)) +
+                                  " tickets, but the CudaContext provides " + std::to_string(ctx.ticket_count));
+    const int chunks = W::chunks(a.batch);
+    float* at = ctx.workspace;
+    kernels::static_for<S>([&](auto stage) {
+      constexpr int L = decltype(stage)::value;
+      a.partials[L] = at;
+      a.sums[L] = at + std::size_t(chunks) * W::template Cfg<L>::E;
+      at += stage_floats<L>(a.batch);
+    });
+    const unsigned grid = unsigned(W::all_tiles * chunks);
+    kernels::kernel_dense_chain_weights<Ch><<<grid, W::threads, 0, ctx.stream>>>(a, ctx.tickets);
+    CTNN_CHECK_LAUNCH();
+  }
+};
+
+}  // namespace ctnn

@@ -1,0 +1,54 @@
+// Fused groups (network/fusion.hpp) of networks other than LeNet-5 against the host reference
+// (fusion_test.hpp): every activation, max and average pooling (with and without an activation before
+// it, windows of 2 and 3, an input whose last row and column lie in no window), overlapping pooling
+// and BatchNorm that block a fusion, a stride-2 convolution (the gather input-gradient kernel), a
+// chain that is not the last (its backward from the layer above), chains with and without Softmax,
+// softmax cross-entropy and Mse (also through a Softmax).
+#include <cstdio>
+#include <exception>
+
+#include "fusion_test.hpp"
+
+namespace {
+using namespace ctnn;
+
+// 3x32x32 -> 8x16x16 (stride 2, pad 2), Tanh, avg 2 (keeps the activation) -> 12x8x8 (dilated), ReLU
+// (no pooling) -> overlapping max pool (a layer) -> chain with Sigmoid and Softmax.
+using Rgb = Network<Seq<Conv<8, 5, Stride<2>, Pad<2>>, Tanh, AvgPool<2>,
+                        Conv<12, 3, Pad<2>, Dilation<2>>, ReLU, Pool<3, Stride<2>, Pad<1>>,
+                        Dense<32>, Sigmoid, Dense<10>, Softmax>,
+                    Input<3, 32, 32>>;
+// BatchNorm after the Conv: the Conv alone, BatchNorm, ReLU, a pooling after an activation as layers.
+using Bn = Network<Seq<Conv<8, 3, Pad<1>>, BatchNorm, ReLU, Pool<2>, Dense<10>, Softmax>, Input<3, 12, 12>>;
+// A chain from layer 0 without Softmax, Mse.
+using Mlp = Network<Seq<Dense<32>, Sigmoid, Dense<16>, LeakyReLU<0.1f>, Dense<4>>, Input<20>>;
+// Conv + max pool without an activation on 13x13 (row and column 12 in no window); a stride-2 Conv with
+// ReLU; a chain below BatchNorm; a chain with Tanh and Softmax.
+using Split = Network<Seq<Conv<4, 3>, Pool<2>, Conv<6, 3, Stride<2>, Pad<1>>, ReLU, Dense<16>, ReLU, BatchNorm,
+                          Dense<8>, Tanh, Dense<3>, Softmax>,
+                      Input<2, 15, 15>>;
+// Sigmoid + max pool of 3x3 windows; average pooling without an activation.
+using Pools = Network<Seq<Conv<5, 3, Pad<1>>, Sigmoid, Pool<3>, Conv<4, 2>, AvgPool<2>, Dense<6>, Softmax>,
+                      Input<1, 15, 15>>;
+// Mse through a final Softmax: the loss reads the chain's last layer (the Softmax's backward runs alone).
+using SoftMse = Network<Seq<Dense<24>, ReLU, Dense<6>, Softmax>, Input<2, 4, 4>>;
+}  // namespace
+
+int main() {
+  ctnn_test::require_cuda_device();
+  ctnn_test::Tally t;
+  try {
+    fusion_test::test_network<Rgb, SoftmaxCrossEntropy>(t, "Rgb", 31);
+    fusion_test::test_network<Bn, SoftmaxCrossEntropy>(t, "Conv,BatchNorm,ReLU", 32);
+    fusion_test::test_network<Mlp, Mse>(t, "Mlp (Mse)", 33);
+    // BatchNorm1d needs more than one sample, and at a few its backward amplifies rounding (the host's
+    // BatchNorm normalises its own, slightly different inputs): batches 37 and 64.
+    fusion_test::test_network<Split, SoftmaxCrossEntropy>(t, "Split chains", 34, {37, 64});
+    fusion_test::test_network<Pools, SoftmaxCrossEntropy>(t, "Pools", 35);
+    fusion_test::test_network<SoftMse, Mse>(t, "Mse through Softmax", 36);
+  } catch (const std::exception& e) {
+    std::printf("FAIL unexpected exception: %s\n", e.what());
+    t(false);
+  }
+  return t.summary();
+}
