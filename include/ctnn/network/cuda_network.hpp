@@ -162,7 +162,7 @@ class CudaNetwork {
     if constexpr (std::is_void_v<group_kernels<g>>) return false;
     else return batch >= (forward_only ? group_kernels<g>::forward_min_batch : group_kernels<g>::min_batch);
   }
-  // Kernel launches of the fused forward in evaluation (what a graph of it holds).
+  // Whether group g has fused kernels at all (whether they run at a given batch: runs_fused).
   template <std::size_t g>
   static constexpr bool fused_group = !std::is_void_v<group_kernels<g>>;
 
