@@ -1,7 +1,9 @@
-// Dense on the device (kernels/dense.cuh: cuBLAS FP32 products, bias and gradient-reduction kernels)
-// against the host reference Dense::bind<In>::forward/backward on fresh random inputs, outputs
-// poisoned first: y, dx, dW and db through both ways of computing dW/db (ctnn's reduction, the
-// default, and cuBLAS), and a second backward that must reproduce the same bits.
+// Dense on the device (kernels/dense.cuh: cuBLAS FP32 products, bias and gradient-reduction kernels;
+// kernels/dense_lt.cuh: the forward as one cuBLASLt product with the bias, or bias and ReLU, in its
+// epilogue) against the host reference Dense::bind<In>::forward/backward on fresh random inputs,
+// outputs poisoned first: y (with and without cuBLASLt, with and without ReLU, from 4-byte aligned
+// pointers too), dx, dW and db through both ways of computing dW/db (ctnn's reduction, the default,
+// and cuBLAS), and second runs that must reproduce the same bits.
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -21,12 +23,17 @@ namespace {
 
 struct Blas {
   cublasHandle_t h = nullptr;
+  cublasLtHandle_t lt = nullptr;
   explicit Blas(cudaStream_t s) {
     CTNN_CUBLAS_CHECK(cublasCreate(&h));
     CTNN_CUBLAS_CHECK(cublasSetStream(h, s));
     CTNN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // FP32, no TF32
+    CTNN_CUBLAS_CHECK(cublasLtCreate(&lt));
   }
-  ~Blas() { cublasDestroy(h); }
+  ~Blas() {
+    cublasLtDestroy(lt);
+    cublasDestroy(h);
+  }
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
 };
@@ -62,6 +69,42 @@ void test_dense(Tally& t, const char* name, std::initializer_list<int> batches, 
     Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
     stream.sync();
     t(close_sum(d_y.download(), y_ref, label(batch, "forward")));
+
+    // The forward through cuBLASLt (bias epilogue; bias and ReLU), from the buffers' 256-byte aligned
+    // pointers and from x and y one float in (4-byte alignment: the plan must not assume more), and
+    // without cuBLASLt (forward_relu: the product, then the ReLU kernel).
+    std::vector<float> relu_ref(y_ref);
+    for (float& v : relu_ref) v = relu_fn::apply(v);
+    const CudaContext lt_ctx{stream.s, blas.h, ws.ptr, ws.n, nullptr, Math::fp32, nullptr, 0, blas.lt};
+    std::vector<float> x_shifted(nx + 1);
+    std::copy(x.begin(), x.end(), x_shifted.begin() + 1);
+    DeviceBuffer<float> d_x1(x_shifted), d_y1(ny + 1);
+    for (const bool shifted : {false, true}) {
+      const float* xp = shifted ? d_x1.ptr + 1 : d_x.ptr;
+      float* yp = shifted ? d_y1.ptr + 1 : d_y.ptr;
+      auto result = [&] {
+        stream.sync();
+        std::vector<float> all = shifted ? d_y1.download() : d_y.download();
+        return shifted ? std::vector<float>(all.begin() + 1, all.end()) : all;
+      };
+      char q[96];
+      d_y.poison(), d_y1.poison();
+      Dev::forward(lt_ctx, d_w.ptr, d_b.ptr, xp, yp, batch);
+      const std::vector<float> y_lt = result();
+      std::snprintf(q, sizeof q, "forward, cuBLASLt bias epilogue%s", shifted ? ", 4-byte aligned" : "");
+      t(close_sum(y_lt, y_ref, label(batch, q)));
+      d_y.poison(), d_y1.poison();
+      Dev::forward(lt_ctx, d_w.ptr, d_b.ptr, xp, yp, batch);
+      std::snprintf(q, sizeof q, "forward, cuBLASLt bias epilogue%s, second run", shifted ? ", 4-byte aligned" : "");
+      t(same_bits(result(), y_lt, label(batch, q)));
+      for (const bool lt : {true, false}) {
+        d_y.poison(), d_y1.poison();
+        Dev::forward_relu(lt ? lt_ctx : ctx, d_w.ptr, d_b.ptr, xp, yp, batch);
+        std::snprintf(q, sizeof q, "forward_relu, %s%s", lt ? "cuBLASLt bias+ReLU epilogue" : "cuBLAS + ReLU kernel",
+                      shifted ? ", 4-byte aligned" : "");
+        t(close_sum(result(), relu_ref, label(batch, q)));
+      }
+    }
 
     auto check_backward = [&](auto how, const char* how_name) {
       constexpr DenseGrad How = decltype(how)::value;

@@ -1,6 +1,8 @@
 #pragma once
 // What every device launch needs (the stream, the cuBLAS handle bound to it, the scratch workspace),
 // and the mapping from a layer to its CUDA implementation.
+#include <cublasLt.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -31,6 +33,9 @@ struct CudaContext {
   // finish_splits): zero between launches, device memory.
   unsigned* tickets = nullptr;
   std::size_t ticket_count = 0;
+  // cuBLASLt, for products with the bias and activation in their epilogue (kernels/dense_lt.cuh); null:
+  // those layers use cuBLAS and separate bias and activation kernels instead.
+  cublasLtHandle_t blas_lt = nullptr;
 };
 
 namespace detail {

@@ -1,6 +1,8 @@
 #pragma once
-// Dense on the device. Forward and the input gradient through cuBLAS (FP32 cublasSgemm, default math
-// mode, so no TF32); the bias by a fill kernel before the forward GEMM (beta = 1). The weight and
+// Dense on the device. Forward through one cuBLASLt matmul with the bias (and, for forward_relu, ReLU)
+// in its epilogue (dense_lt.cuh), or, where the context has no cuBLASLt handle or cuBLASLt no
+// algorithm, through cublasSgemm after a bias fill kernel (beta = 1). The input gradient through
+// cuBLAS. FP32 unless the context's math is TF32 (the handle's math mode, ctx.math). The weight and
 // bias gradients by default through ctnn's own two-stage reduction (kernel_dense_backward_weights +
 // sum_partials): deterministic by construction, and on an H100 for LeNet-5's three layers at batch
 // 64, 256 and 1024 as fast as cuBLAS's GEMM + column sums or faster, except fc1 at 1024 (11.2 vs
@@ -20,7 +22,9 @@
 #include <cstddef>
 
 #include "../core/cuda_context.hpp"
+#include "../layers/activation.hpp"
 #include "../layers/dense.hpp"
+#include "dense_lt.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -44,6 +48,16 @@ kernel_dense_fill_bias(const float* __restrict__ bias,  // [N]
   static_assert(N > 0, "at least one unit");
   const std::size_t i = std::size_t(blockIdx.x) * dense_threads + threadIdx.x;
   if (i < count) y[i] = bias[i % N];
+}
+
+// y = relu(y) in place: forward_relu's ReLU where cuBLASLt cannot apply it.
+template <int N>
+__global__ void __launch_bounds__(dense_threads)
+kernel_dense_relu_in_place(float* y,           // [batch][N]
+                           std::size_t count)  // batch·N
+{
+  const std::size_t i = std::size_t(blockIdx.x) * dense_threads + threadIdx.x;
+  if (i < count) y[i] = relu_fn::apply(y[i]);
 }
 
 // dW [N][I] and db [N], stage 1 of 2: with the bias as one more input column that is all ones
@@ -130,6 +144,25 @@ struct cuda_layer<Dense<N>, In> {
   static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
                       int batch) {
     kernels::check_batch(batch, "Dense forward");
+    if (kernels::lt_dense_forward(ctx, N, I, batch, w, b, x, y, kernels::DenseEpilogue::bias)) return;
+    forward_sgemm(ctx, w, b, x, y, batch);
+  }
+
+  // y = relu(W·x + b): the Dense followed by ReLU, without the Dense's own output.
+  static void forward_relu(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+                           int batch) {
+    kernels::check_batch(batch, "Dense forward");
+    if (kernels::lt_dense_forward(ctx, N, I, batch, w, b, x, y, kernels::DenseEpilogue::relu_bias)) return;
+    forward_sgemm(ctx, w, b, x, y, batch);
+    const std::size_t count = std::size_t(batch) * N;
+    kernels::kernel_dense_relu_in_place<N><<<kernels::grid_for(count, kernels::dense_threads), kernels::dense_threads,
+                                             0, ctx.stream>>>(y, count);
+    CTNN_CHECK_LAUNCH();
+  }
+
+  // The way without cuBLASLt: a bias fill kernel, then the product accumulated onto it.
+  static void forward_sgemm(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+                            int batch) {
     const std::size_t count = std::size_t(batch) * N;
     kernels::kernel_dense_fill_bias<N><<<kernels::grid_for(count, kernels::dense_threads),
                                          kernels::dense_threads, 0, ctx.stream>>>(b, y, count);

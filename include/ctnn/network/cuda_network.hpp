@@ -225,6 +225,7 @@ class CudaNetwork {
       CTNN_CUBLAS_CHECK(cublasSetMathMode(ctx_.blas, CUBLAS_DEFAULT_MATH));
       CTNN_CUBLAS_CHECK(cublasSetAtomicsMode(ctx_.blas, CUBLAS_ATOMICS_NOT_ALLOWED));
       CTNN_CUBLAS_CHECK(cublasSetWorkspace(ctx_.blas, arena_ + cublas_at, cublas_workspace_bytes));
+      CTNN_CUBLAS_CHECK(cublasLtCreate(&ctx_.blas_lt));
       ctx_.workspace = workspace();
       ctx_.workspace_floats = workspace_floats;
       ctx_.tickets = region<unsigned>(tickets_at);
@@ -291,8 +292,9 @@ class CudaNetwork {
   }
 
   // The fused plan (network/fusion.hpp) through every layer on the `batch` samples in input(): writes
-  // output() and each fused group's output slot (a dense chain: all its slots; layers that run alone:
-  // theirs), not the slots inside a conv group. Enqueue only.
+  // output() and each fused group's output slot (a dense chain: all its slots, except a Dense's own
+  // when ReLU follows it and the chain runs layer by layer: there ReLU is the product's epilogue;
+  // layers that run alone: theirs), not the slots inside a conv group. Enqueue only.
   void forward_fused(int batch, Mode mode = Mode::eval) {
     check_batch(batch);
     kernels::static_for<int(fusion::group_count)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, true); });
@@ -454,6 +456,8 @@ class CudaNetwork {
     constexpr FusedGroup grp = fusion::groups[g];
     using K = group_kernels<g>;
     if (!runs_fused<g>(batch, forward_only)) {
+      if constexpr (grp.kind == GroupKind::dense_chain)
+        if (forward_only) return chain_layers_forward<grp.first, grp.last>(batch, mode);
       kernels::static_for<int(grp.last - grp.first + 1)>(
           [&](auto i) { forward_layer<grp.first + decltype(i)::value>(batch, L - 1, mode); });
     } else if constexpr (std::is_void_v<K>) {
@@ -465,6 +469,30 @@ class CudaNetwork {
                  activation(grp.last + 1), keep, batch);
     } else {
       K::template run<kernels::NoLoss, false>(ctx_, chain_args<g>(batch), {});
+    }
+  }
+
+  // Layers i..last of a dense chain one by one, in a forward without a loss: a Dense followed by ReLU
+  // runs as one product with ReLU in its epilogue (kernels/dense_lt.cuh) and writes the ReLU's slot,
+  // not its own (nothing reads it: there is no backward).
+  template <std::size_t i, std::size_t last>
+  static constexpr bool dense_then_relu() {
+    if constexpr (i < last)
+      return requires { &layer_kernels<i>::forward_relu; } && std::is_same_v<typename Net::template layer_at<i + 1>, ReLU>;
+    else
+      return false;
+  }
+  template <std::size_t i, std::size_t last>
+  void chain_layers_forward(int batch, Mode mode) {
+    if constexpr (i <= last) {
+      if constexpr (dense_then_relu<i, last>()) {
+        layer_kernels<i>::forward_relu(ctx_, params() + plan::weight_offset[i], params() + plan::bias_offset[i],
+                                       activation(i), activation(i + 2), batch);
+        chain_layers_forward<i + 2, last>(batch, mode);
+      } else {
+        forward_layer<i>(batch, L - 1, mode);
+        chain_layers_forward<i + 1, last>(batch, mode);
+      }
     }
   }
 
@@ -540,6 +568,7 @@ class CudaNetwork {
 
   void release() noexcept {
     if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+    if (ctx_.blas_lt) cublasLtDestroy(ctx_.blas_lt);
     if (ctx_.blas) cublasDestroy(ctx_.blas);
     if (arena_) cudaFree(arena_);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
