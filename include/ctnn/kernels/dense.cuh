@@ -80,6 +80,35 @@ struct DenseWgrad {
   }
 };
 
+// The weight-gradient step shared by kernel_dense_backward_weights and the dense chain's
+// (dense_chain.cuh): stage rows b0.. b0 + count of dy's columns n0 .. n0 + TN into dy_s [rows][TN]
+// (zeros past the batch and past N; threads `threads`), ...
+template <int N, int TN>
+__device__ __forceinline__ void stage_dy_rows(const float* __restrict__ dy, float* dy_s, int rows, int threads, int b0,
+                                              int count, int n0) {
+  for (int e = threadIdx.x; e < rows * TN; e += threads) {
+    const int r = e / TN, j = e % TN;
+    dy_s[e] = (r < count && n0 + j < N) ? dy[std::size_t(b0 + r) * N + n0 + j] : 0.f;
+  }
+}
+// ... then, after a barrier, column k's sums acc[j] = Σ_r x[b0 + r][k] · dy_s[r][j] over the count rows,
+// with the bias as one more input column that is all ones (k = I).
+template <int I, int TN>
+__device__ __forceinline__ void dense_wgrad_column(const float* __restrict__ x, const float* dy_s, int b0, int count,
+                                                   int k, float (&acc)[TN]) {
+#pragma unroll
+  for (int j = 0; j < TN; ++j) acc[j] = 0.f;
+  const float* xk = x + std::size_t(b0) * I + k;
+#pragma unroll 8
+  for (int r = 0; r < count; ++r) {
+    const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
+    float d[TN];
+    load_shared(dy_s + r * TN, d);
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[j] = fmaf(v, d[j], acc[j]);
+  }
+}
+
 template <int N, int I>
 __global__ void __launch_bounds__(DenseWgrad<N, I>::threads)
 kernel_dense_backward_weights(const float* __restrict__ x,   // [batch][I]
@@ -99,25 +128,12 @@ kernel_dense_backward_weights(const float* __restrict__ x,   // [batch][I]
   const int k = int(blockIdx.x) * Cfg::threads + threadIdx.x;
   const int n0 = int(blockIdx.y) * TN, b0 = int(blockIdx.z) * ROWS;
   const int count = min_of(ROWS, batch - b0);
-  for (int e = threadIdx.x; e < ROWS * TN; e += Cfg::threads) {
-    const int r = e / TN, j = e % TN;
-    dy_s[e] = (r < count && n0 + j < N) ? dy[std::size_t(b0 + r) * N + n0 + j] : 0.f;
-  }
+  stage_dy_rows<N, TN>(dy, dy_s, ROWS, Cfg::threads, b0, count, n0);
   __syncthreads();
   if (k > I) return;  // no barrier follows
 
   float acc[TN];
-#pragma unroll
-  for (int j = 0; j < TN; ++j) acc[j] = 0.f;
-  const float* xk = x + std::size_t(b0) * I + k;
-#pragma unroll 8
-  for (int r = 0; r < count; ++r) {
-    const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
-    float d[TN];
-    load_shared(dy_s + r * TN, d);
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[j] = fmaf(v, d[j], acc[j]);
-  }
+  dense_wgrad_column<I>(x, dy_s, b0, count, k, acc);
 
   const bool direct = gridDim.z == 1;
   float* out_w = direct ? dw : partials + std::size_t(blockIdx.z) * Cfg::E;  // [N][I]

@@ -415,26 +415,10 @@ kernel_dense_chain_weights(DenseChainGrads<Ch::S> a, unsigned* __restrict__ tick
     const int kt = tile % Cfg::k_tiles, nt = tile / Cfg::k_tiles;
     const int k = kt * T + int(threadIdx.x), n0 = nt * TN, b0 = chunk * ROWS;
     const int count = min_of(ROWS, a.batch - b0);
-    const float* dy = a.dpre[L];
-    for (int e = threadIdx.x; e < ROWS * TN; e += T) {
-      const int r = e / TN, j = e % TN;
-      dy_s[e] = (r < count && n0 + j < N) ? dy[std::size_t(b0 + r) * N + n0 + j] : 0.f;
-    }
+    stage_dy_rows<N, TN>(a.dpre[L], dy_s, ROWS, T, b0, count, n0);
     __syncthreads();
-    float acc[TN];
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[j] = 0.f;
-    if (k <= I) {
-      const float* xk = a.x[L] + std::size_t(b0) * I + k;
-#pragma unroll 8
-      for (int r = 0; r < count; ++r) {
-        const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
-        float d[TN];
-        load_shared(dy_s + r * TN, d);
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[j] = fmaf(v, d[j], acc[j]);
-      }
-    }
+    float acc[TN] = {};
+    if (k <= I) dense_wgrad_column<I>(a.x[L], dy_s, b0, count, k, acc);
     auto out = [&](int col, float v) {
       if (col < N * I) a.dw[L][col] = v;
       else a.db[L][col - N * I] = v;

@@ -26,7 +26,8 @@
 //
 // Which activation slots a fused group writes (BufferPlan numbering: slot i is the output of layer
 // i−1): a conv group writes its last layer's slot (and in training, what its backward keeps, in the
-// slot of the pooling's input); a dense chain writes the slots of all its layers. Backward writes the
+// slot of the pooling's input); a dense chain writes the slots of all its layers (in a forward without
+// a loss, run layer by layer, not that of a Dense that ReLU follows: the product's epilogue applies it). Backward writes the
 // parameter gradients and the gradient at the group's input slot (none for layer 0); a chain also
 // writes the gradient at each of its Dense outputs (what its weight-gradient kernel reads).
 #include <array>
