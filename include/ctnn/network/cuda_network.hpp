@@ -137,20 +137,20 @@ class CudaNetwork {
   using fusion = FusionPlan<Net>;
   // The device implementation of fused group g: cuda_conv_group, cuda_dense_chain, or void (a layer,
   // or a group the fused kernels cannot run: its layers run one by one).
+  template <class K>
+  static constexpr auto if_supported() {
+    if constexpr (K::supported) return std::type_identity<K>{};
+    else return std::type_identity<void>{};
+  }
   template <std::size_t g>
   static constexpr auto group_kernels_of() {
     constexpr FusedGroup grp = fusion::groups[g];
-    if constexpr (grp.kind == GroupKind::conv) {
-      using K = typename detail::conv_group_of<Net, grp.first, grp.last>::type;
-      if constexpr (K::supported) return std::type_identity<K>{};
-      else return std::type_identity<void>{};
-    } else if constexpr (grp.kind == GroupKind::dense_chain) {
-      using K = typename detail::chain_group_of<Net, grp.first, grp.last>::type;
-      if constexpr (K::supported) return std::type_identity<K>{};
-      else return std::type_identity<void>{};
-    } else {
+    if constexpr (grp.kind == GroupKind::conv)
+      return if_supported<typename detail::conv_group_of<Net, grp.first, grp.last>::type>();
+    else if constexpr (grp.kind == GroupKind::dense_chain)
+      return if_supported<typename detail::chain_group_of<Net, grp.first, grp.last>::type>();
+    else
       return std::type_identity<void>{};
-    }
   }
   template <std::size_t g>
   using group_kernels = typename decltype(group_kernels_of<g>())::type;
