@@ -32,6 +32,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <cooperative_groups.h>
+
 #include "../core/cuda_context.hpp"
 #include "../layers/activation.hpp"
 #include "dense.cuh"
@@ -66,6 +68,17 @@ struct DenseChainDims {
   static constexpr int train_threads = 256;
 #endif
   static constexpr int threads(bool backward) { return backward ? train_threads : 256; }
+  // Blocks per tile when the tiles leave most SMs idle: a thread-block cluster of this many shares each
+  // tile (TileCluster) where the device has clusters (sm_90) and tiles × cluster blocks fit on its SMs
+  // at one block each; otherwise a block per tile. LeNet-5 on an H100: 4 gave batch 64 an epoch 6.6%
+  // shorter than 1 and batch 256 the same; 8 no better at 64, 20% slower at 256 (docs/fusion.md).
+  // CTNN_DENSE_CHAIN_CLUSTER overrides it (for measuring; 1 to 8).
+#ifdef CTNN_DENSE_CHAIN_CLUSTER
+  static constexpr int cluster = CTNN_DENSE_CHAIN_CLUSTER;
+#else
+  static constexpr int cluster = 4;
+#endif
+  static_assert(cluster >= 1 && cluster <= 8, "a portable cluster has 1 to 8 blocks");
   static constexpr int sum_n = (Stages::N + ...);
   static constexpr int max_n = [] {
     int m = 0;
@@ -156,6 +169,48 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&v)[32], int lane) {
   return v[0];
 }
 
+// The blocks of a thread-block cluster that share one tile (rank of size; size 1: a plain block):
+// each computes its share of every stage (units in the forward, input columns in the backward, samples
+// in the loss) and stores the results into every block's shared memory (distributed shared memory),
+// so that each block holds the whole tile's activations and gradients. A tile's latency, not the
+// batch, bounds the chain (a few blocks at small batches): the cluster divides each stage's rounds
+// of weight loads among its blocks.
+struct TileCluster {
+  int rank = 0, size = 1;
+  __device__ TileCluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const cooperative_groups::cluster_group c = cooperative_groups::this_cluster();
+    rank = int(c.block_rank()), size = int(c.num_blocks());
+#endif
+  }
+  // V floats at p, an address in this block's shared memory, into the same place in every block.
+  template <int V>
+  __device__ void store(float* p, const float (&r)[V]) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (size > 1) {
+      const cooperative_groups::cluster_group c = cooperative_groups::this_cluster();
+      for (int q = 0; q < size; ++q) store_floats(c.map_shared_rank(p, q), r);
+      return;
+    }
+#endif
+    store_floats(p, r);
+  }
+  __device__ void store(float* p, float v) const {
+    const float r[1] = {v};
+    store(p, r);
+  }
+  // Every block's stores visible to every block (and, the first time, every block started).
+  __device__ void sync() const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (size > 1) {
+      cooperative_groups::this_cluster().sync();
+      return;
+    }
+#endif
+    __syncthreads();
+  }
+};
+
 // One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
 // written to pre and out (out == pre: once) for the tile's `count` samples. A warp computes U = 32/BT
 // units for the BT samples, lanes striding over the inputs, then one reduce-scatter over the warp
@@ -167,11 +222,12 @@ template <int BT, int V, class Fn>
 __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] shared
                                                  float* h,         // [BT][N] shared
                                                  const float* __restrict__ w, const float* __restrict__ b,
-                                                 float* pre, float* out, int I, int N, int s0, int count, int warps) {
+                                                 float* pre, float* out, int I, int N, int s0, int count, int warps,
+                                                 TileCluster tc) {
   constexpr int U = 32 / BT;
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
 #pragma unroll 1
-  for (int n0 = warp * U; n0 < N; n0 += warps * U) {
+  for (int n0 = (tc.rank * warps + warp) * U; n0 < N; n0 += tc.size * warps * U) {
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.f;
@@ -202,7 +258,7 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
     if (n < N) {
       const float p = sum + b[n];
       const float y = Fn::apply(p);
-      h[s * N + n] = y;
+      tc.store(h + s * N + n, y);
       if (s < count) {
         const std::size_t at = std::size_t(s0 + s) * N + n;
         pre[at] = p;
@@ -222,11 +278,14 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
 template <int BT, int V, class Fp>
 __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, float* buf, const float* hp,
                                                   const float* __restrict__ w, float* to, int I, int N, int s0,
-                                                  int count, int T) {
-  const int Q = I / V, G = Q >= T ? 1 : clamp_to(T / Q, 1, 8), rounds = ceil_div(Q * G, T);
+                                                  int count, int T, TileCluster tc) {
+  // This block's columns: Qb vector columns from q0 (the cluster's blocks take consecutive slices).
+  const int Qc = ceil_div(I / V, tc.size), q0 = tc.rank * Qc, Qb = clamp_to(I / V - q0, 0, Qc);
+  const int G = Qb >= T ? 1 : clamp_to(T / max_of(Qb, 1), 1, 8), rounds = ceil_div(Qb * G, T);
   for (int round = 0; round < rounds; ++round) {
-    const int item = round * T + int(threadIdx.x), q = item % Q, grp = item / Q, k = q * V;
-    const bool active = item < Q * G;
+    const int item = round * T + int(threadIdx.x), q = q0 + item % max_of(Qb, 1), grp = item / max_of(Qb, 1),
+              k = q * V;
+    const bool active = item < Qb * G;
     float acc[BT][V];
 #pragma unroll
     for (int s = 0; s < BT; ++s)
@@ -274,7 +333,7 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, fl
 #pragma unroll
           for (int j = 0; j < V; ++j) acc[s][j] *= Fp::derivative(hv[j]);
         }
-        store_floats(gq + s * I + k, acc[s]);
+        tc.store(gq + s * I + k, acc[s]);
       }
       if (s < count) store_floats(to + std::size_t(s0 + s) * I + k, acc[s]);
     }
@@ -293,7 +352,8 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   static_assert(!Backward || fused_loss || true, "backward reads dtop without a fused loss");
 
   __shared__ __align__(16) float smem[Ch::smem_floats];
-  const int s0 = int(blockIdx.x) * BT, count = min_of(BT, a.batch - s0);
+  const TileCluster tc;
+  const int s0 = int(blockIdx.x) / tc.size * BT, count = min_of(BT, a.batch - s0);
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
 
 #pragma unroll 4
@@ -301,7 +361,7 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
     const int s = e / Ch::I0;
     smem[e] = s < count ? a.x[std::size_t(s0) * Ch::I0 + e] : 0.f;
   }
-  __syncthreads();
+  tc.sync();
 
   // Forward, stage by stage: h_l [BT][N] = fn(W·in + b).
   static_for<S>([&](auto stage) {
@@ -309,40 +369,46 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
     using St = typename Ch::template stage<L>;
     chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
         smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], a.pre[L], a.out[L], St::I, St::N,
-        s0, count, warps);
-    __syncthreads();
+        s0, count, warps, tc);
+    tc.sync();
   });
 
   const float* top = smem + Ch::h_at(S - 1);  // [BT][NL]
   float* g0 = smem + Ch::g_at;                // [BT][NL], later [BT][I_l]: gradient rows, sample-major
   float* g1 = g0 + Ch::max_n * BT;
-  // Per sample (a warp each): the loss and its gradient, or the Softmax's probabilities.
+  // Per sample (a warp each, the cluster's blocks taking turns): the loss and its gradient (a row of g0,
+  // then copied into the other blocks), or the Softmax's probabilities.
+  const int first_sample = tc.rank * warps + warp, sample_step = tc.size * warps;
   if constexpr (fused_loss) {
     const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
-    for (int s = warp; s < count; s += warps) {
+    for (int s = first_sample; s < count; s += sample_step) {
       const std::size_t at = std::size_t(s0 + s);
       cuda_loss<Loss>::template sample<NL>(loss.options, top + s * NL, loss.labels ? loss.labels + at : nullptr,
                                            loss.labels ? nullptr : loss.targets + at * NL, a.batch,
                                            Backward ? g0 + s * NL : nullptr, 1, a.probs ? a.probs + at * NL : nullptr,
                                            loss.loss + out0 + at, loss.correct + out0 + at, lane);
+      if (Backward && tc.size > 1) {
+        __syncwarp();
+        for (int j = lane; j < NL; j += 32) tc.store(g0 + s * NL + j, g0[s * NL + j]);
+      }
     }
   } else if constexpr (Ch::softmax) {
     if (a.probs)
-      for (int s = warp; s < count; s += warps)
+      for (int s = first_sample; s < count; s += sample_step)
         softmax_row<NL>(top + s * NL, a.probs + std::size_t(s0 + s) * NL, lane);
   }
   if constexpr (!Backward) return;
 
   if constexpr (!fused_loss)
     for (int e = threadIdx.x; e < BT * NL; e += T) g0[e] = e / NL < count ? a.dtop[std::size_t(s0) * NL + e] : 0.f;
-  __syncthreads();
-  {  // The last stage's activation: the gradient at its Dense output.
+  tc.sync();
+  {  // The last stage's activation: the gradient at its Dense output (each block its own copy; one writes it out).
     using Fn = typename Ch::template stage<S - 1>::fn;
     for (int e = threadIdx.x; e < BT * NL; e += T) {
       float g = g0[e];
       if constexpr (!std::is_same_v<Fn, identity_fn>) g *= Fn::derivative(top[e]);
       g0[e] = g;
-      if (e / NL < count) a.dpre[S - 1][std::size_t(s0) * NL + e] = g;
+      if (e / NL < count && e % tc.size == tc.rank) a.dpre[S - 1][std::size_t(s0) * NL + e] = g;
     }
   }
   __syncthreads();
@@ -359,12 +425,12 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
     if constexpr (L > 0) {
       using Fp = typename Ch::template stage<L - 1>::fn;
       chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, gq, smem + Ch::h_at(L - 1), a.w[L], a.dpre[L - 1], I,
-                                                 St::N, s0, count, T);
+                                                 St::N, s0, count, T, tc);
     } else if (a.dx) {  // (buf: the input tile, no longer needed)
       chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, smem, nullptr, a.w[L], a.dx, I, St::N, s0,
-                                                          count, T);
+                                                          count, T, tc);
     }
-    __syncthreads();
+    tc.sync();
   });
 }
 
@@ -490,9 +556,14 @@ struct cuda_dense_chain {
   template <class Loss, bool Backward>
   static void run(const CudaContext& ctx, const kernels::DenseChainArgs<S>& a, const kernels::LossRun<Loss>& loss) {
     kernels::check_batch(a.batch, "Dense chain");
-    const unsigned grid = kernels::grid_for(std::size_t(a.batch), Ch::BT);
-    kernels::kernel_dense_chain<Ch, Loss, Backward><<<grid, Ch::threads(Backward), 0, ctx.stream>>>(a, loss);
-    CTNN_CHECK_LAUNCH();
+    const unsigned tiles = kernels::grid_for(std::size_t(a.batch), Ch::BT);
+    const int blocks_per_tile =
+        Ch::cluster > 1 && tiles * unsigned(Ch::cluster) <= kernels::sm_count() && kernels::clusters_supported()
+            ? Ch::cluster
+            : 1;
+    const unsigned grid = tiles * unsigned(blocks_per_tile);
+    kernels::launch_clustered(kernels::kernel_dense_chain<Ch, Loss, Backward>, grid, Ch::threads(Backward), 0,
+                              ctx.stream, blocks_per_tile, a, loss);
   }
 
   // Every stage's dW and db; a.partials and a.sums are set here from ctx.workspace.

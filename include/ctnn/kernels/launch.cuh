@@ -76,4 +76,39 @@ inline void check_workspace(const CudaContext& ctx, std::size_t need, const char
                                 std::to_string(ctx.workspace ? ctx.workspace_floats : 0));
 }
 
+// Whether the current device launches thread-block clusters (sm_90 and newer).
+inline bool clusters_supported() {
+  int dev = 0, ok = 0;
+  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
+  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev));
+  return ok != 0;
+}
+
+// The current device's multiprocessors.
+inline unsigned sm_count() {
+  int dev = 0, n = 0;
+  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
+  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return unsigned(n);
+}
+
+// kernel<<<grid, threads, smem, stream>>>(args...), as clusters of `cluster` consecutive blocks along x
+// when cluster > 1 (grid a multiple of it; a device with clusters: clusters_supported()).
+template <class... Params, class... Args>
+void launch_clustered(void (*kernel)(Params...), unsigned grid, int threads, int smem, cudaStream_t stream, int cluster,
+                      Args... args) {
+  if (cluster == 1) {
+    kernel<<<grid, unsigned(threads), std::size_t(smem), stream>>>(args...);
+  } else {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(unsigned(threads)), cfg.dynamicSmemBytes = std::size_t(smem);
+    cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+    CTNN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+  }
+  CTNN_CHECK_LAUNCH();
+}
+
 }  // namespace ctnn::kernels
