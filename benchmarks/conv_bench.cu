@@ -124,18 +124,22 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
   if constexpr (conv_patch_fits<G>()) {  // stride-1 "same" layers: the staged-patch kernels (conv_patch.cuh)
     using PF = ConvPatchFwd<G>;
     using PD = ConvPatchDgrad<G>;
-    constexpr int th_half = ConvPatchTile<PF, 64>::TH / 2;
     fwd("tf32 mma (gather)", false, [&] { launch_conv_mma_auto<Fwd>(s, w.p, b.p, x.p, y.p, n); });
-    fwd("tf32 patch 32", false, [&] { launch_conv_patch<PF, ConvPatchTile<PF, 32>>(s, w.p, b.p, x.p, y.p, n); });
-    fwd("tf32 patch 32 2 stages", false,
-        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 32, 0, 2>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch tall", false, [&] { launch_conv_patch<PF, ConvPatchTall<PF>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch short", false, [&] { launch_conv_patch<PF, ConvPatchShort<PF>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch tall 3 stages", false,
+        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 32>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch 32 8 warps", false,
+        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 32, 0, 3, 0, true, 8>>(s, w.p, b.p, x.p, y.p, n); });
     fwd("tf32 patch 64", false, [&] { launch_conv_patch<PF, ConvPatchTile<PF, 64>>(s, w.p, b.p, x.p, y.p, n); });
-    if constexpr (th_half % 2 == 0)
-      fwd("tf32 patch 64 half rows", false,
-          [&] { launch_conv_patch<PF, ConvPatchTile<PF, 64, th_half>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch 64 8 warps", false,
+        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 64, 0, 3, 0, true, 8>>(s, w.p, b.p, x.p, y.p, n); });
     dgr("tf32 mma (gather)", false, [&] { launch_conv_dgrad_mma_auto<G>(s, w.p, dy.p, dx.p, n); });
-    dgr("tf32 patch 32", false, [&] { launch_conv_patch<PD, ConvPatchTile<PD, 32>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    dgr("tf32 patch tall", false, [&] { launch_conv_patch<PD, ConvPatchTall<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    dgr("tf32 patch short", false, [&] { launch_conv_patch<PD, ConvPatchShort<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
     dgr("tf32 patch 64", false, [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    dgr("tf32 patch 64 8 warps", false,
+        [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>(s, w.p, nullptr, dy.p, dx.p, n); });
   }
   wgr("tf32 mma + sum", true, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
 }

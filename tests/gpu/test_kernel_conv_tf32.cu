@@ -222,7 +222,8 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
                dx_ref, label(batch, "backward data, slim tile"));
 
     // Stride-1 "same" layers: the staged-patch kernels (conv_patch.cuh), each tile forced (64 and 32
-    // rows, fewer rows per block, 2 stages), both directions; two runs, same bits.
+    // rows, fewer rows per block, 2 stages, 8 warps, other warp layout), both directions; two runs,
+    // same bits.
     if constexpr (kernels::conv_patch_fits<G>()) {
       using PF = kernels::ConvPatchFwd<G>;
       using PD = kernels::ConvPatchDgrad<G>;
@@ -243,11 +244,20 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
       };
       patch.template operator()<PF, kernels::ConvPatchTile<PF, 64>>("64");
       patch.template operator()<PF, kernels::ConvPatchTile<PF, 32>>("32");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 32, 4>>("32, 4 rows");
       patch.template operator()<PF, kernels::ConvPatchTile<PF, 32, 0, 2>>("32, 2 stages");
       patch.template operator()<PF, kernels::ConvPatchTile<PF, 64, 2>>("64, 2 rows");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 64, 0, 3, 0, true, 8>>("64, 8 warps");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 32, 0, 3, 0, true, 8>>("32, 8 warps");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 64, 0, 3, 1, false>>("64, 1 x 4 warps, weights past L1");
+      patch.template operator()<PF, kernels::ConvPatchShort<PF>>("short (the rule's)");
+      patch.template operator()<PD, kernels::ConvPatchTall<PD>>("tall (the rule's)");
+      patch.template operator()<PD, kernels::ConvPatchShort<PD>>("short (the rule's)");
       patch.template operator()<PD, kernels::ConvPatchTile<PD, 64>>("64");
       patch.template operator()<PD, kernels::ConvPatchTile<PD, 32>>("32");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 32, 4>>("32, 4 rows");
       patch.template operator()<PD, kernels::ConvPatchTile<PD, 64, 2>>("64, 2 rows");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>("64, 8 warps");
     }
 
     // Split-K over clusters of 2, 4 and 8 blocks (narrow and slim tiles, both directions); two runs,
@@ -275,9 +285,11 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
       if (kernels::conv_patch_chosen<G>(batch)) {  // the rule takes the patch kernel
         using PF = kernels::ConvPatchFwd<G>;
         using PD = kernels::ConvPatchDgrad<G>;
-        t(same_bits(run([&] { kernels::launch_conv_patch_auto<PF>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y),
+        const auto pf = kernels::conv_patch_plan<PF>(batch), pd = kernels::conv_patch_plan<PD>(batch);
+        t(same_bits(run([&] { kernels::launch_conv_patch_tile<PF>(pf, stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                        d_y),
                     y, label(batch, "forward = its plan (patch kernel)")));
-        t(same_bits(run([&] { kernels::launch_conv_patch_auto<PD>(stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
+        t(same_bits(run([&] { kernels::launch_conv_patch_tile<PD>(pd, stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
                         d_dx),
                     dx, label(batch, "backward data = its plan (patch kernel)")));
       }

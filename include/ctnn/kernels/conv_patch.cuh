@@ -37,12 +37,13 @@ namespace ctnn::kernels {
 
 // --- Problems ------------------------------------------------------------------------------------------
 // Which convolutions the patch kernels run: stride 1, no dilation, "same" padding (OH = H, OW = W), K
-// odd with P <= 4 (the halo fits in a 16-byte chunk), W a multiple of 8 (an mma's 8 columns lie in one
-// row; rows start 16-byte aligned), the reduced channels a multiple of 8 (one mma k-step) and both
-// channel counts multiples of 4 (16-byte copies of the weights).
+// odd and at most 5 (the halo fits in a 16-byte chunk; the weights of a step, BM × 8·K·K, fit the
+// shared memory of every tile), W a multiple of 8 (an mma's 8 columns lie in one row; rows start
+// 16-byte aligned) and at most 64, both channel counts multiples of 8 (one mma k-step of the reduced
+// channels; 16-byte copies of the weights).
 template <class G>
 constexpr bool conv_patch_fits() {
-  return G::S == 1 && G::D == 1 && G::K % 2 == 1 && 2 * G::P == G::K - 1 && G::P <= 4 && G::W % 8 == 0 &&
+  return G::S == 1 && G::D == 1 && G::K % 2 == 1 && G::K <= 5 && 2 * G::P == G::K - 1 && G::W % 8 == 0 &&
          G::W <= 64 && G::C % 8 == 0 && G::Out % 8 == 0;
 }
 
@@ -60,19 +61,33 @@ struct ConvPatchDgrad {
   static constexpr bool has_bias = false, dgrad = true;
 };
 
+// cp_async_f32x4 through L1 (.ca): the weights, which every block of a BM tile reads.
+__device__ __forceinline__ void cp_async_f32x4_l1(float* dst_smem, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+#else
+  cp_async_f32x4(dst_smem, src, valid);
+#endif
+}
+
 // Smallest y >= x with y ≡ 8 (mod 32).
 constexpr int round_to_8_mod_32(int x) { return x + ((8 - x % 32) + 32) % 32; }
 
 // --- Tile ----------------------------------------------------------------------------------------------
-// BM output channels (32: 1 × 4 warps; 64: 2 × 2) × TH output rows (TH_ = 0: about 128 columns).
-template <class Pb, int BM_, int TH_ = 0, int Stages_ = 3>
+// BM output channels × TH output rows (TH_ = 0: 64 columns per warp of 32 rows, so 64 accumulators
+// per thread), Warps_ warps as WM × WN (WM_ = 0: 32 rows per warp); the weights copied through L1 (the
+// blocks of an SM that share a BM tile read the same ones), unless !L1Weights_.
+template <class Pb, int BM_, int TH_ = 0, int Stages_ = 3, int WM_ = 0, bool L1Weights_ = true, int Warps_ = 4>
 struct ConvPatchTile {
-  static constexpr int BM = BM_, stages = Stages_, threads = 128, CK = 8;  // CK: channels per step
-  static constexpr int WM = BM / 32, WN = 4 / WM;
+  static constexpr int BM = BM_, stages = Stages_, threads = 32 * Warps_, CK = 8;  // CK: channels per step
+  static constexpr int WM = WM_ > 0 ? WM_ : BM / 32, WN = Warps_ / WM;
+  static constexpr bool l1_weights = L1Weights_;
+  static constexpr int columns = 64 * WN * WM * 32 / BM;
   static constexpr int TH = TH_ > 0 ? TH_
-                                    : (Pb::H < 128 / Pb::W ? ceil_div(Pb::H, WN) * WN
-                                                           : max_of(WN, ceil_div(128 / Pb::W, WN) * WN));
-  static constexpr int BN = TH * Pb::W, MI = 2, NJ = TH / WN * (Pb::W / 8);
+                                    : (Pb::H < columns / Pb::W ? ceil_div(Pb::H, WN) * WN
+                                                               : max_of(WN, ceil_div(columns / Pb::W, WN) * WN));
+  static constexpr int BN = TH * Pb::W, MI = BM / WM / 16, NJ = TH / WN * (Pb::W / 8);
   static constexpr int KK = Pb::K * Pb::K;
   static constexpr int PR = TH + Pb::K - 1, RS = Pb::W + 8, CS = round_to_8_mod_32(PR * RS);
   static constexpr int AS = CK * KK + 4;                     // forward weights: row stride
@@ -80,8 +95,9 @@ struct ConvPatchTile {
   static constexpr int a_floats = Pb::dgrad ? CK * OS : BM * AS, b_floats = CK * CS;
   static constexpr int smem_bytes = stages * (a_floats + b_floats) * 4;
   static constexpr int row_tiles = ceil_div(Pb::H, TH), steps = Pb::SC / CK;
-  static constexpr int min_blocks = 65536 / 168 / threads;
-  static_assert(BM == 32 || BM == 64, "4 warps of 32 rows");
+  static constexpr int min_blocks = Warps_ == 4 ? 3 : 2;  // at most 168 or 128 registers
+  static_assert((BM == 32 || BM == 64) && (WM == 1 || WM == 2) && BM % (16 * WM) == 0, "warps of 16, 32 or 64 rows");
+  static_assert(Warps_ == 4 || Warps_ == 8, "4 or 8 warps");
   static_assert(TH % WN == 0, "each warp owns whole output rows");
   static_assert(Pb::SC % CK == 0 && Pb::M % 4 == 0 && Pb::W % 8 == 0, "see conv_patch_fits");
   static_assert(stages >= 2, "double buffering at least");
@@ -104,7 +120,7 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
   constexpr int PR = T::PR, RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ, W4 = W / 4;
   constexpr std::size_t plane = std::size_t(H) * W;
   // Preconditions
-  static_assert(T::threads == 32 * T::WM * T::WN, "one warp per 32 × (TH / WN rows) part");
+  static_assert(T::threads == 32 * T::WM * T::WN, "one warp per (BM / WM) × (TH / WN rows) part");
 
   float* As = conv_mma_smem();                     // (stages, a_floats): weights of one channel step
   float* Bs = As + T::stages * T::a_floats;        // (stages, CK, CS): the patch
@@ -123,6 +139,10 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
       for (int v = 1; v <= W4; ++v) *reinterpret_cast<float4*>(row + 4 * v) = zero;
   }
 
+  auto copy_weights = [](float* dst, const float* from, bool ok) {
+    if constexpr (T::l1_weights) cp_async_f32x4_l1(dst, from, ok);
+    else cp_async_f32x4(dst, from, ok);
+  };
   auto load_step = [&](int stage, int step) {
     const int c0 = step * CK;
     float* A = As + stage * T::a_floats;
@@ -133,7 +153,7 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
         const int e = threadIdx.x + j * NT, mm = e / row_quads, v = e % row_quads, m = m0 + mm;
         const bool ok = m < Pb::M;
         if (quads % NT == 0 || e < quads)
-          cp_async_f32x4(A + mm * T::AS + 4 * v, w + (ok ? (std::size_t(m) * Pb::SC + c0) * KK + 4 * v : 0), ok);
+          copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (std::size_t(m) * Pb::SC + c0) * KK + 4 * v : 0), ok);
       }
     } else {
       constexpr int run_quads = BM * KK / 4, quads = CK * run_quads;  // per channel o: w[o][m0 ..][K][K]
@@ -142,7 +162,7 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
         const int e = threadIdx.x + j * NT, o = e / run_quads, v = e % run_quads;
         const bool ok = m0 * KK + 4 * v < Pb::M * KK;  // M % 4 == 0: a quad is all in or all out
         if (quads % NT == 0 || e < quads)
-          cp_async_f32x4(A + o * T::OS + 4 * v, w + (ok ? (std::size_t(c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
+          copy_weights(A + o * T::OS + 4 * v, w + (ok ? (std::size_t(c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
       }
     }
     float* B = Bs + stage * T::b_floats;
@@ -157,7 +177,7 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
 
   // This lane: mma group g, thread t; the warp's rows mw and first output row (in the tile) yw.
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const int mw = (warp / T::WN) * 32, yw = (warp % T::WN) * (T::TH / T::WN);
+  const int mw = (warp / T::WN) * (BM / T::WM), yw = (warp % T::WN) * (T::TH / T::WN);
   // A(m, c, tap) = A_s[a_at + m_step·(m − mw − g) + c_step·(c − t) + tap_step·tap].
   constexpr int m_step = Pb::dgrad ? KK : T::AS, c_step = Pb::dgrad ? T::OS : KK, tap_step = Pb::dgrad ? -1 : 1;
   const int a_at = (mw + g) * m_step + t * c_step + (Pb::dgrad ? KK - 1 : 0);
@@ -239,29 +259,59 @@ void launch_conv_patch(cudaStream_t stream, const float* w, const float* bias, c
   CTNN_CHECK_LAUNCH();
 }
 
-// The tile the rule takes: 64 rows when M > 32 and that still gives at least two blocks per SM, else 32.
+// The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md):
+//   tall   32 rows × 64 columns per warp (256 per block), 2 stages: the fastest wherever the image fills
+//          it (2 stages 1-9% faster than 3 at B = 256);
+//   short  the same with half the output rows (128 columns): more blocks where the tall tile gives
+//          fewer than one per SM (16×16 images at B = 64: 4-26% faster);
+//   wide   64 rows × 128 columns (2 × 2 warps), 3 stages: where the image is too small for the tall
+//          tile (8×8) and the wide one still gives a block per SM (64→64 @8, B = 256: 15.3 vs 16.7 µs).
+enum class ConvPatchChoice { tall, short_rows, wide };
 template <class Pb>
-constexpr int conv_patch_bm(int batch) {
-  using T64 = ConvPatchTile<Pb, 64>;
-  return Pb::M > 32 && T64::within_budget && (long long)batch * T64::row_tiles * ceil_div(Pb::M, 64) >= conv_two_waves
-             ? 64
-             : 32;
+using ConvPatchTall = ConvPatchTile<Pb, 32, 0, 2>;
+template <class Pb>
+using ConvPatchShort = ConvPatchTile<Pb, 32, max_of(4, ConvPatchTall<Pb>::TH / 2 / 4 * 4), 2>;
+template <class Pb>
+using ConvPatchWide = ConvPatchTile<Pb, 64>;
+
+template <class Pb>
+ConvPatchChoice conv_patch_plan(int batch) {
+  using Tall = ConvPatchTall<Pb>;
+  using Wide = ConvPatchWide<Pb>;
+  constexpr long long one_wave = conv_two_waves / 2;  // a block per SM on an H100
+  const long long tall_blocks = (long long)batch * Tall::row_tiles * ceil_div(Pb::M, 32);
+  if (Tall::BN < 256)  // the image has fewer rows than the tall tile
+    return Pb::M > 32 && Wide::within_budget && (long long)batch * Wide::row_tiles * ceil_div(Pb::M, 64) >= one_wave
+               ? ConvPatchChoice::wide
+               : ConvPatchChoice::tall;
+  return tall_blocks < one_wave && ConvPatchShort<Pb>::BN >= 128 ? ConvPatchChoice::short_rows : ConvPatchChoice::tall;
+}
+
+template <class Pb>
+void launch_conv_patch_tile(ConvPatchChoice tile, cudaStream_t stream, const float* w, const float* bias,
+                            const float* src, float* out, int batch) {
+  switch (tile) {
+    case ConvPatchChoice::tall: return launch_conv_patch<Pb, ConvPatchTall<Pb>>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::short_rows: return launch_conv_patch<Pb, ConvPatchShort<Pb>>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::wide: return launch_conv_patch<Pb, ConvPatchWide<Pb>>(stream, w, bias, src, out, batch);
+  }
 }
 
 template <class Pb>
 void launch_conv_patch_auto(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
                             int batch) {
-  if (conv_patch_bm<Pb>(batch) == 64) launch_conv_patch<Pb, ConvPatchTile<Pb, 64>>(stream, w, bias, src, out, batch);
-  else launch_conv_patch<Pb, ConvPatchTile<Pb, 32>>(stream, w, bias, src, out, batch);
+  launch_conv_patch_tile<Pb>(conv_patch_plan<Pb>(batch), stream, w, bias, src, out, batch);
 }
 
 // --- The TF32 rule for the forward kind ----------------------------------------------------------------
-// The patch kernel where it fits (and the pointers are aligned), conv_mma.cuh's kernels otherwise.
+// The patch kernel where it fits (and the pointers are aligned): faster than conv_mma.cuh's gathering
+// kernels on every layer measured (1.4-2.8× forward, 1.5-3.5× backward data); those otherwise.
 template <class G>
 bool conv_patch_chosen(int /*batch*/) {
   if constexpr (!conv_patch_fits<G>()) return false;
   else
-    return ConvPatchTile<ConvPatchFwd<G>, 32>::within_budget && ConvPatchTile<ConvPatchDgrad<G>, 32>::within_budget;
+    return ConvPatchTall<ConvPatchFwd<G>>::within_budget && ConvPatchShort<ConvPatchFwd<G>>::within_budget &&
+           ConvPatchTall<ConvPatchDgrad<G>>::within_budget && ConvPatchShort<ConvPatchDgrad<G>>::within_budget;
 }
 
 template <class G>
