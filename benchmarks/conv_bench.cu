@@ -1,7 +1,8 @@
 // Per-layer throughput of the convolution kernels (kernels/conv.cuh): for each layer, batch and
 // direction (forward, backward data, backward weights incl. its second reduction stage) every kernel
 // family that can run it, and the one the rule picks (marked *); for the implicit-GEMM layers also the
-// TF32 tensor-core kernels (conv_mma.cuh, Math::tf32: the rule's tile marked *, and tile variants).
+// TF32 tensor-core kernels (conv_mma.cuh, Math::tf32: the rule's tile marked *, and tile variants; for
+// stride-1 "same" layers the staged-patch kernels of conv_patch.cuh and the gathering kernel beside them).
 // Prints one table row each:
 //   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
 // Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls, then `samples` samples of
@@ -95,7 +96,7 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
   auto fwd = [&](const char* k, bool chosen, auto&& f) { row(name, n, "fwd", k, chosen, time_us(s, f), flops, tp); };
   auto dgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "dgrad", k, chosen, time_us(s, f), flops, tp); };
   auto wgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "wgrad", k, chosen, time_us(s, f), flops, tp); };
-  fwd("tf32 mma (auto tile)", true, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+  fwd("tf32 rule", true, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
   fwd("tf32 wide 128", false, [&] { launch_conv_mma<Fwd, Wide>(s, w.p, b.p, x.p, y.p, n); });
   fwd("tf32 narrow 64", false, [&] { launch_conv_mma<Fwd, ConvMmaNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n); });
   fwd("tf32 wide 4 stages", false, [&] {
@@ -111,7 +112,7 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     fwd(nk.c_str(), false, [&] { launch_conv_mma<Fwd, ConvMmaNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
     fwd(sk.c_str(), false, [&] { launch_conv_mma<Fwd, ConvMmaSlim<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
   }
-  dgr("tf32 mma (auto tile)", true, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+  dgr("tf32 rule", true, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
   dgr("tf32 wide 128", false, [&] { launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 narrow 64", false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 slim 32", false, [&] { launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(s, w.p, dy.p, dx.p, n); });
@@ -119,6 +120,26 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     const std::string nk = "tf32 narrow split " + std::to_string(k), sk = "tf32 slim split " + std::to_string(k);
     dgr(nk.c_str(), false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n, k); });
     dgr(sk.c_str(), false, [&] { launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(s, w.p, dy.p, dx.p, n, k); });
+  }
+  if constexpr (conv_patch_fits<G>()) {  // stride-1 "same" layers: the staged-patch kernels (conv_patch.cuh)
+    using PF = ConvPatchFwd<G>;
+    using PD = ConvPatchDgrad<G>;
+    fwd("tf32 mma (gather)", false, [&] { launch_conv_mma_auto<Fwd>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch tall", false, [&] { launch_conv_patch<PF, ConvPatchTall<PF>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch short", false, [&] { launch_conv_patch<PF, ConvPatchShort<PF>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch tall 3 stages", false,
+        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 32>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch 32 8 warps", false,
+        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 32, 0, 3, 0, true, 8>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch 64", false, [&] { launch_conv_patch<PF, ConvPatchTile<PF, 64>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 patch 64 8 warps", false,
+        [&] { launch_conv_patch<PF, ConvPatchTile<PF, 64, 0, 3, 0, true, 8>>(s, w.p, b.p, x.p, y.p, n); });
+    dgr("tf32 mma (gather)", false, [&] { launch_conv_dgrad_mma_auto<G>(s, w.p, dy.p, dx.p, n); });
+    dgr("tf32 patch tall", false, [&] { launch_conv_patch<PD, ConvPatchTall<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    dgr("tf32 patch short", false, [&] { launch_conv_patch<PD, ConvPatchShort<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    dgr("tf32 patch 64", false, [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    dgr("tf32 patch 64 8 warps", false,
+        [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>(s, w.p, nullptr, dy.p, dx.p, n); });
   }
   wgr("tf32 mma + sum", true, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
 }

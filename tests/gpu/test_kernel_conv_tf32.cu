@@ -221,6 +221,45 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
                       d_dx),
                dx_ref, label(batch, "backward data, slim tile"));
 
+    // Stride-1 "same" layers: the staged-patch kernels (conv_patch.cuh), each tile forced (64 and 32
+    // rows, fewer rows per block, 2 stages, 8 warps, other warp layout), both directions; two runs,
+    // same bits.
+    if constexpr (kernels::conv_patch_fits<G>()) {
+      using PF = kernels::ConvPatchFwd<G>;
+      using PD = kernels::ConvPatchDgrad<G>;
+      auto patch = [&]<class Pb, class T>(const char* tile) {
+        constexpr bool fwd = !Pb::dgrad;
+        if constexpr (!T::within_budget) return;  // a tile the rule never takes (over its shared memory)
+        char q[120];
+        std::snprintf(q, sizeof q, "%s, patch kernel %s (BM %d, %d rows of %d, %d stages)", fwd ? "forward" : "backward data",
+                      tile, T::BM, T::TH, G::W, T::stages);
+        auto go = [&] {
+          if constexpr (fwd) kernels::launch_conv_patch<Pb, T>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+          else kernels::launch_conv_patch<Pb, T>(stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch);
+        };
+        const auto r1 = run(go, fwd ? d_y : d_dx);
+        check_tf32(t, r1, fwd ? y_ref : dx_ref, label(batch, q));
+        std::snprintf(q + std::strlen(q), sizeof q - std::strlen(q), ", second run");
+        t(same_bits(run(go, fwd ? d_y : d_dx), r1, label(batch, q)));
+      };
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 64>>("64");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 32>>("32");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 32, 4>>("32, 4 rows");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 32, 0, 2>>("32, 2 stages");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 64, 2>>("64, 2 rows");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 64, 0, 3, 0, true, 8>>("64, 8 warps");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 32, 0, 3, 0, true, 8>>("32, 8 warps");
+      patch.template operator()<PF, kernels::ConvPatchTile<PF, 64, 0, 3, 1, false>>("64, 1 x 4 warps, weights past L1");
+      patch.template operator()<PF, kernels::ConvPatchShort<PF>>("short (the rule's)");
+      patch.template operator()<PD, kernels::ConvPatchTall<PD>>("tall (the rule's)");
+      patch.template operator()<PD, kernels::ConvPatchShort<PD>>("short (the rule's)");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 64>>("64");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 32>>("32");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 32, 4>>("32, 4 rows");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 64, 2>>("64, 2 rows");
+      patch.template operator()<PD, kernels::ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>("64, 8 warps");
+    }
+
     // Split-K over clusters of 2, 4 and 8 blocks (narrow and slim tiles, both directions); two runs,
     // same bits. And the layer's choice equals its plan (tile and split) forced.
     auto fwd_mma = [&](kernels::ConvMmaTileChoice tile, int splits) {
@@ -242,8 +281,23 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
         kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaSlim<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
     };
     const kernels::ConvMmaPlan fp = kernels::conv_mma_fwd_plan<Fwd>(batch), dp = kernels::conv_mma_dgrad_plan<G>(batch);
-    t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
-    t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
+    if constexpr (kernels::conv_patch_fits<G>()) {
+      if (kernels::conv_patch_chosen<G>(batch)) {  // the rule takes the patch kernel
+        using PF = kernels::ConvPatchFwd<G>;
+        using PD = kernels::ConvPatchDgrad<G>;
+        const auto pf = kernels::conv_patch_plan<PF>(batch), pd = kernels::conv_patch_plan<PD>(batch);
+        t(same_bits(run([&] { kernels::launch_conv_patch_tile<PF>(pf, stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                        d_y),
+                    y, label(batch, "forward = its plan (patch kernel)")));
+        t(same_bits(run([&] { kernels::launch_conv_patch_tile<PD>(pd, stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
+                        d_dx),
+                    dx, label(batch, "backward data = its plan (patch kernel)")));
+      }
+    }
+    if (!kernels::conv_patch_chosen<G>(batch)) {
+      t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
+      t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
+    }
     if (kernels::conv_split_k_supported())
       for (const int splits : {2, 4, 8})
         for (const auto tile : {kernels::ConvMmaTileChoice::narrow, kernels::ConvMmaTileChoice::slim}) {
@@ -371,6 +425,9 @@ int main() {
     // the forward's weights gathered one float at a time).
     test_conv_tf32<Conv<72, 3, Pad<1>>, Shape<16, 8, 8>>(t, "wide 16->72", {1, 37}, 39);
     test_conv_tf32<Conv<20, 5, Pad<2>>, Shape<18, 9, 9>>(t, "5x5 18->20", {1, 37}, 40);
+    // The patch kernel on 5×5 (halo 2), 24 columns (3 mma tiles per row), 10 rows (the last row tile
+    // partly outside the image) and 24 and 16 rows of M (partial BM tiles).
+    test_conv_tf32<Conv<24, 5, Pad<2>>, Shape<16, 10, 24>>(t, "patch 5x5 16->24 at 10x24", {1, 13}, 42);
     // An RGB stem forced onto the GEMM (M = 3 rows in backward data).
     test_conv_tf32<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "RGB stem 3->32 (GEMM forced)", {1, 5}, 41);
     test_training_tf32(t);

@@ -1,0 +1,334 @@
+#pragma once
+// TF32 convolution from an input patch staged in shared memory: the forward of stride-1, "same"
+// convolutions (2P = K − 1, so OH = H and OW = W), and their backward data, which is the same problem
+// on dy with the kernel flipped and its two channel axes swapped (docs/conv_kernels.md).
+//
+// conv_mma.cuh gathers the implicit GEMM's B operand one 4-byte element per (k, column): for a 3×3
+// window each input value is copied nine times, and the instructions of those copies, not the mma,
+// set the pace. Here a block owns BM output channels × TH whole output rows of one sample, and per step
+// of 8 input channels copies
+//   the patch: the TH + K − 1 input rows those outputs read, whole rows of all 8 channels, in 16-byte
+//     copies (rows of x are contiguous in NCHW; W % 4 == 0), zero halo around them;
+//   the weights of the BM channels for those 8 input channels, all K·K taps, in 16-byte copies;
+// and then runs K·K mma k-steps of 8 (one per tap, k = the 8 channels): B(c, (y, x)) of tap (ky, kx) is
+// patch[c][y + ky][x + kx], read straight from the patch. Each input value is copied once per block.
+//
+// Layouts (floats), chosen so that every fragment load of a warp touches 32 distinct banks (K odd):
+//   patch  (8 channels, PR = TH + K − 1 rows, RS = W + 8 columns): input column x at x + 4 (a zero
+//          16-byte halo either side, P <= 4); channel stride CS ≡ 8 (mod 32), so lanes (g, t) of a B
+//          fragment (channel t, column g) sit on bank 8t + g + const.
+//   weights, forward: (BM rows m, AS = 8·K·K + 4): w's row m from channel c0 on, as in memory
+//          (c, ky, kx); AS/4 odd, so lanes (g, t) (row g, channel t: g·AS + t·K·K) are distinct.
+//   weights, backward data: (8 channels o, OS ≡ 8 (mod 32)): w[o][m0 .. m0 + BM)[K][K], a contiguous
+//          run of memory per o (A(m, (o, tap)) = w[o][m][flipped tap]); lanes on t·OS + g·K·K.
+// A warp owns (BM / WM) rows × TH / WN whole output rows; its B fragments need one base register.
+//
+// Operands are rounded to TF32 as in conv_mma.cuh (tf32_round) when they leave shared memory; the
+// products accumulate in FP32 from the bias. Summation order fixed by the tile (channel steps, taps,
+// mma k slots): two runs give the same bits; it differs from conv_mma.cuh's order.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "conv_mma.cuh"
+
+namespace ctnn::kernels {
+
+// --- Problems ------------------------------------------------------------------------------------------
+// Which convolutions the patch kernels run: stride 1, no dilation, "same" padding (OH = H, OW = W), K
+// odd and at most 5 (the halo fits in a 16-byte chunk; the weights of a step, BM × 8·K·K, fit the
+// shared memory of every tile), W a multiple of 8 (an mma's 8 columns lie in one row; rows start
+// 16-byte aligned) and at most 64, both channel counts multiples of 8 (one mma k-step of the reduced
+// channels; 16-byte copies of the weights).
+template <class G>
+constexpr bool conv_patch_fits() {
+  return G::S == 1 && G::D == 1 && G::K % 2 == 1 && G::K <= 5 && 2 * G::P == G::K - 1 && G::W % 8 == 0 &&
+         G::W <= 64 && G::C % 8 == 0 && G::Out % 8 == 0;
+}
+
+// Forward: out = y [batch][Out][H][W] from src = x [batch][C][H][W] and w [Out][C][K][K].
+template <class G>
+struct ConvPatchFwd {
+  static constexpr int M = G::Out, SC = G::C, H = G::H, W = G::W, K = G::K, P = G::P;
+  static constexpr bool has_bias = true, dgrad = false;
+};
+// Backward data: out = dx [batch][C][H][W] from src = dy [batch][Out][H][W]: the forward with the
+// window flipped (P' = K − 1 − P = P) and w read as [o][c].
+template <class G>
+struct ConvPatchDgrad {
+  static constexpr int M = G::C, SC = G::Out, H = G::H, W = G::W, K = G::K, P = G::K - 1 - G::P;
+  static constexpr bool has_bias = false, dgrad = true;
+};
+
+// cp_async_f32x4 through L1 (.ca): the weights, which every block of a BM tile reads.
+__device__ __forceinline__ void cp_async_f32x4_l1(float* dst_smem, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+#else
+  cp_async_f32x4(dst_smem, src, valid);
+#endif
+}
+
+// Smallest y >= x with y ≡ 8 (mod 32).
+constexpr int round_to_8_mod_32(int x) { return x + ((8 - x % 32) + 32) % 32; }
+
+// --- Tile ----------------------------------------------------------------------------------------------
+// BM output channels × TH output rows (TH_ = 0: 64 columns per warp of 32 rows, so 64 accumulators
+// per thread), Warps_ warps as WM × WN (WM_ = 0: 32 rows per warp); the weights copied through L1 (the
+// blocks of an SM that share a BM tile read the same ones), unless !L1Weights_.
+template <class Pb, int BM_, int TH_ = 0, int Stages_ = 3, int WM_ = 0, bool L1Weights_ = true, int Warps_ = 4>
+struct ConvPatchTile {
+  static constexpr int BM = BM_, stages = Stages_, threads = 32 * Warps_, CK = 8;  // CK: channels per step
+  static constexpr int WM = WM_ > 0 ? WM_ : BM / 32, WN = Warps_ / WM;
+  static constexpr bool l1_weights = L1Weights_;
+  static constexpr int columns = 64 * WN * WM * 32 / BM;
+  static constexpr int TH = TH_ > 0 ? TH_
+                                    : (Pb::H < columns / Pb::W ? ceil_div(Pb::H, WN) * WN
+                                                               : max_of(WN, ceil_div(columns / Pb::W, WN) * WN));
+  static constexpr int BN = TH * Pb::W, MI = BM / WM / 16, NJ = TH / WN * (Pb::W / 8);
+  static constexpr int KK = Pb::K * Pb::K;
+  static constexpr int PR = TH + Pb::K - 1, RS = Pb::W + 8, CS = round_to_8_mod_32(PR * RS);
+  static constexpr int AS = CK * KK + 4;                     // forward weights: row stride
+  static constexpr int OS = round_to_8_mod_32(BM * KK);      // backward-data weights: channel stride
+  static constexpr int a_floats = Pb::dgrad ? CK * OS : BM * AS, b_floats = CK * CS;
+  static constexpr int smem_bytes = stages * (a_floats + b_floats) * 4;
+  static constexpr int row_tiles = ceil_div(Pb::H, TH), steps = Pb::SC / CK;
+  static constexpr int min_blocks = Warps_ == 4 ? 3 : 2;  // at most 168 or 128 registers
+  static_assert((BM == 32 || BM == 64) && (WM == 1 || WM == 2) && BM % (16 * WM) == 0, "warps of 16, 32 or 64 rows");
+  static_assert(Warps_ == 4 || Warps_ == 8, "4 or 8 warps");
+  static_assert(TH % WN == 0, "each warp owns whole output rows");
+  static_assert(Pb::SC % CK == 0 && Pb::M % 4 == 0 && Pb::W % 8 == 0, "see conv_patch_fits");
+  static_assert(stages >= 2, "double buffering at least");
+  static_assert(smem_bytes <= 227 * 1024, "the shared memory of one block on sm_90");
+  // What the rule takes: two blocks per SM on Hopper (228 KB per SM). Larger tiles (a 5×5 window's
+  // weights with 64 rows) run only when forced (tests, benchmarks).
+  static constexpr bool within_budget = smem_bytes <= 100 * 1024;
+};
+
+// --- The kernel ----------------------------------------------------------------------------------------
+// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels).
+template <class Pb, class T>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
+                  const float* __restrict__ bias,  // [M] (unused without Pb::has_bias)
+                  const float* __restrict__ src,   // [batch][SC][H][W]
+                  float* __restrict__ out)         // [batch][M][H][W]
+{
+  constexpr int BM = T::BM, NT = T::threads, CK = T::CK, KK = T::KK, K = Pb::K, W = Pb::W, H = Pb::H;
+  constexpr int PR = T::PR, RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ, W4 = W / 4;
+  constexpr std::size_t plane = std::size_t(H) * W;
+  // Preconditions
+  static_assert(T::threads == 32 * T::WM * T::WN, "one warp per (BM / WM) × (TH / WN rows) part");
+
+  float* As = conv_mma_smem();                     // (stages, a_floats): weights of one channel step
+  float* Bs = As + T::stages * T::a_floats;        // (stages, CK, CS): the patch
+  const int n = blockIdx.x / T::row_tiles, y0 = (blockIdx.x % T::row_tiles) * T::TH, m0 = blockIdx.y * BM;
+  const float* src_n = src + std::size_t(n) * Pb::SC * plane;
+
+  // The patch's halo and its rows outside the image are zero in every stage, written once here: the
+  // copies below never touch them (the pipeline's first __syncthreads orders these stores).
+  for (int line = threadIdx.x; line < T::stages * CK * PR; line += NT) {
+    const int r = line % PR, y = y0 - Pb::P + r;
+    float* row = Bs + (line / (CK * PR)) * T::b_floats + (line / PR % CK) * CS + r * RS;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    *reinterpret_cast<float4*>(row) = zero;
+    *reinterpret_cast<float4*>(row + 4 + W) = zero;
+    if (y < 0 || y >= H)
+      for (int v = 1; v <= W4; ++v) *reinterpret_cast<float4*>(row + 4 * v) = zero;
+  }
+
+  auto copy_weights = [](float* dst, const float* from, bool ok) {
+    if constexpr (T::l1_weights) cp_async_f32x4_l1(dst, from, ok);
+    else cp_async_f32x4(dst, from, ok);
+  };
+  auto load_step = [&](int stage, int step) {
+    const int c0 = step * CK;
+    float* A = As + stage * T::a_floats;
+    if constexpr (!Pb::dgrad) {
+      constexpr int quads = BM * CK * KK / 4, row_quads = CK * KK / 4;  // CK·KK % 4 == 0
+#pragma unroll
+      for (int j = 0; j < ceil_div(quads, NT); ++j) {
+        const int e = threadIdx.x + j * NT, mm = e / row_quads, v = e % row_quads, m = m0 + mm;
+        const bool ok = m < Pb::M;
+        if (quads % NT == 0 || e < quads)
+          copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (std::size_t(m) * Pb::SC + c0) * KK + 4 * v : 0), ok);
+      }
+    } else {
+      constexpr int run_quads = BM * KK / 4, quads = CK * run_quads;  // per channel o: w[o][m0 ..][K][K]
+#pragma unroll
+      for (int j = 0; j < ceil_div(quads, NT); ++j) {
+        const int e = threadIdx.x + j * NT, o = e / run_quads, v = e % run_quads;
+        const bool ok = m0 * KK + 4 * v < Pb::M * KK;  // M % 4 == 0: a quad is all in or all out
+        if (quads % NT == 0 || e < quads)
+          copy_weights(A + o * T::OS + 4 * v, w + (ok ? (std::size_t(c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
+      }
+    }
+    float* B = Bs + stage * T::b_floats;
+    constexpr int quads = CK * PR * W4;
+#pragma unroll
+    for (int j = 0; j < ceil_div(quads, NT); ++j) {
+      const int e = threadIdx.x + j * NT, v = e % W4, r = e / W4 % PR, c = e / (W4 * PR), y = y0 - Pb::P + r;
+      if ((quads % NT == 0 || e < quads) && y >= 0 && y < H)
+        cp_async_f32x4(B + c * CS + r * RS + 4 + 4 * v, src_n + (c0 + c) * plane + y * W + 4 * v, true);
+    }
+  };
+
+  // This lane: mma group g, thread t; the warp's rows mw and first output row (in the tile) yw.
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int mw = (warp / T::WN) * (BM / T::WM), yw = (warp % T::WN) * (T::TH / T::WN);
+  // A(m, c, tap) = A_s[a_at + m_step·(m − mw − g) + c_step·(c − t) + tap_step·tap].
+  constexpr int m_step = Pb::dgrad ? KK : T::AS, c_step = Pb::dgrad ? T::OS : KK, tap_step = Pb::dgrad ? -1 : 1;
+  const int a_at = (mw + g) * m_step + t * c_step + (Pb::dgrad ? KK - 1 : 0);
+  const int b_at = t * CS + yw * RS + g + 4 - Pb::P;
+
+  float acc[MI][NJ][4];  // (m tile, n tile, fragment)
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + mw + 16 * i + 8 * h + g;
+      const float b0 = Pb::has_bias && m < Pb::M ? bias[m] : 0.f;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b0;
+    }
+
+  cp_async_pipeline<T::stages>(T::steps, load_step, [&](int stage) {
+    const float* A = As + stage * T::a_floats + a_at;
+    const float* B = Bs + stage * T::b_floats + b_at;
+#pragma unroll
+    for (int tap = 0; tap < KK; ++tap) {
+      const int ky = tap / K, kx = tap % K;
+      unsigned a[MI][4], b[NJ][2];
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)  // rows g, g + 8; channels t, t + 4
+          a[i][q] = tf32_round(A[(16 * i + 8 * (q % 2)) * m_step + 4 * (q / 2) * c_step + tap * tap_step]);
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {  // n tile j: 8 columns of output row yw + j / (W / 8)
+        const int at = (j / (W / 8) + ky) * RS + (j % (W / 8)) * 8 + kx;
+        b[j][0] = tf32_round(B[at]);
+        b[j][1] = tf32_round(B[at + 4 * CS]);
+      }
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+    }
+  });
+
+  // A thread holds columns 2t, 2t + 1 of n tile j (one output row, 8-byte aligned: W % 8 == 0).
+  float* out_n = out + std::size_t(n) * Pb::M * plane;
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int y = y0 + yw + j / (W / 8), x = (j % (W / 8)) * 8 + 2 * t;
+    if (y >= H) continue;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + mw + 16 * i + 8 * h + g;
+        if (m < Pb::M)
+          *reinterpret_cast<float2*>(out_n + m * plane + y * W + x) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+  }
+}
+
+// --- Launch --------------------------------------------------------------------------------------------
+// The copies are 16 bytes wide: the weights and the source must be 16-byte aligned, the output 8-byte.
+inline bool conv_patch_aligned(const float* w, const float* src, const float* out) {
+  return reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(out) % 8 == 0;
+}
+
+template <class Pb, class T>
+void launch_conv_patch(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+                       int batch) {
+  if (!conv_patch_aligned(w, src, out))
+    throw std::invalid_argument("ctnn: Conv (TF32 patch kernel): weights and source must be 16-byte aligned, "
+                                "the output 8-byte aligned");
+  const long long blocks = (long long)batch * T::row_tiles;
+  if (blocks > 0x7fffffffLL)
+    throw std::invalid_argument("ctnn: Conv (TF32): batch " + std::to_string(batch) + " is too large");
+  if (batch <= 0) return;
+  request_dynamic_smem<kernel_conv_patch<Pb, T>, T::smem_bytes>();
+  const dim3 grid{unsigned(blocks), unsigned(ceil_div(Pb::M, T::BM))};
+  kernel_conv_patch<Pb, T><<<grid, T::threads, T::smem_bytes, stream>>>(w, bias, src, out);
+  CTNN_CHECK_LAUNCH();
+}
+
+// The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md):
+//   tall   32 rows × 64 columns per warp (256 per block), 2 stages: the fastest wherever the image fills
+//          it (2 stages 1-9% faster than 3 at B = 256);
+//   short  the same with half the output rows (128 columns): more blocks where the tall tile gives
+//          fewer than one per SM (16×16 images at B = 64: 4-26% faster);
+//   wide   64 rows × 128 columns (2 × 2 warps), 3 stages: where the image is too small for the tall
+//          tile (8×8) and the wide one still gives a block per SM (64→64 @8, B = 256: 15.3 vs 16.7 µs).
+enum class ConvPatchChoice { tall, short_rows, wide };
+template <class Pb>
+using ConvPatchTall = ConvPatchTile<Pb, 32, 0, 2>;
+template <class Pb>
+using ConvPatchShort = ConvPatchTile<Pb, 32, max_of(4, ConvPatchTall<Pb>::TH / 2 / 4 * 4), 2>;
+template <class Pb>
+using ConvPatchWide = ConvPatchTile<Pb, 64>;
+
+template <class Pb>
+ConvPatchChoice conv_patch_plan(int batch) {
+  using Tall = ConvPatchTall<Pb>;
+  using Wide = ConvPatchWide<Pb>;
+  constexpr long long one_wave = conv_two_waves / 2;  // a block per SM on an H100
+  const long long tall_blocks = (long long)batch * Tall::row_tiles * ceil_div(Pb::M, 32);
+  if (Tall::BN < 256)  // the image has fewer rows than the tall tile
+    return Pb::M > 32 && Wide::within_budget && (long long)batch * Wide::row_tiles * ceil_div(Pb::M, 64) >= one_wave
+               ? ConvPatchChoice::wide
+               : ConvPatchChoice::tall;
+  return tall_blocks < one_wave && ConvPatchShort<Pb>::BN >= 128 ? ConvPatchChoice::short_rows : ConvPatchChoice::tall;
+}
+
+template <class Pb>
+void launch_conv_patch_tile(ConvPatchChoice tile, cudaStream_t stream, const float* w, const float* bias,
+                            const float* src, float* out, int batch) {
+  switch (tile) {
+    case ConvPatchChoice::tall: return launch_conv_patch<Pb, ConvPatchTall<Pb>>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::short_rows: return launch_conv_patch<Pb, ConvPatchShort<Pb>>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::wide: return launch_conv_patch<Pb, ConvPatchWide<Pb>>(stream, w, bias, src, out, batch);
+  }
+}
+
+template <class Pb>
+void launch_conv_patch_auto(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+                            int batch) {
+  launch_conv_patch_tile<Pb>(conv_patch_plan<Pb>(batch), stream, w, bias, src, out, batch);
+}
+
+// --- The TF32 rule for the forward kind ----------------------------------------------------------------
+// The patch kernel where it fits (and the pointers are aligned): faster than conv_mma.cuh's gathering
+// kernels on every layer measured (1.4-2.8× forward, 1.5-3.5× backward data); those otherwise.
+template <class G>
+bool conv_patch_chosen(int /*batch*/) {
+  if constexpr (!conv_patch_fits<G>()) return false;
+  else
+    return ConvPatchTall<ConvPatchFwd<G>>::within_budget && ConvPatchShort<ConvPatchFwd<G>>::within_budget &&
+           ConvPatchTall<ConvPatchDgrad<G>>::within_budget && ConvPatchShort<ConvPatchDgrad<G>>::within_budget;
+}
+
+template <class G>
+void launch_conv_tf32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
+                              int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y))
+      return launch_conv_patch_auto<ConvPatchFwd<G>>(stream, w, b, x, y, batch);
+  launch_conv_mma_auto<ConvFwdGemm<G>>(stream, w, b, x, y, batch);
+}
+
+template <class G>
+void launch_conv_tf32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx))
+      return launch_conv_patch_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
+  launch_conv_dgrad_mma_auto<G>(stream, w, dy, dx, batch);
+}
+
+}  // namespace ctnn::kernels
