@@ -128,7 +128,7 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
 
     // Split-K over clusters of 2, 4 and 8 blocks, both tiles, both directions: each split sums its
     // range of k, the partials are added in split order (so not the unsplit bits); two runs, same bits.
-    if (kernels::conv_split_k_supported())
+    if (kernels::clusters_supported())
       for (const int splits : {2, 4, 8}) {
         char q[80];
         for (const bool wide : {false, true}) {

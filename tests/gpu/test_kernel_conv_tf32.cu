@@ -298,7 +298,7 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
       t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
       t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
     }
-    if (kernels::conv_split_k_supported())
+    if (kernels::clusters_supported())
       for (const int splits : {2, 4, 8})
         for (const auto tile : {kernels::ConvMmaTileChoice::narrow, kernels::ConvMmaTileChoice::slim}) {
           const char* tn = tile == kernels::ConvMmaTileChoice::narrow ? "narrow" : "slim";

@@ -384,36 +384,17 @@ __device__ __forceinline__ void conv_split_reduce_store(const float* part, const
   cluster.sync();  // no block leaves while another still reads its shared memory
 #else
   (void)part, (void)sp, (void)out, (void)m0, (void)q0, (void)columns;
-  __trap();  // the host launches splits > 1 only where clusters exist (conv_split_k_supported)
+  __trap();  // the host launches splits > 1 only where clusters exist (clusters_supported)
 #endif
-}
-
-// Whether the current device launches thread-block clusters (sm_90 and newer).
-inline bool conv_split_k_supported() {
-  int dev = 0, ok = 0;
-  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
-  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&ok, cudaDevAttrClusterLaunch, dev));
-  return ok != 0;
 }
 
 // kernel<<<grid, threads, smem, stream>>>(args...), as clusters of `splits` blocks along x if splits > 1.
 template <class... Params, class... Args>
 void launch_split_k(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream, int splits,
                     Args... args) {
-  if (splits == 1) {
-    kernel<<<grid, threads, smem, stream>>>(args...);
-  } else {
-    if (!conv_split_k_supported() || splits > 8 || splits < 1)
-      throw std::invalid_argument("ctnn: Conv: split-K needs thread-block clusters (sm_90) of at most 8 blocks");
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(splits), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = dim3(unsigned(threads)), cfg.dynamicSmemBytes = std::size_t(smem);
-    cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
-    CTNN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
-  }
-  CTNN_CHECK_LAUNCH();
+  if (splits != 1 && (!clusters_supported() || splits > 8 || splits < 1))
+    throw std::invalid_argument("ctnn: Conv: split-K needs thread-block clusters (sm_90) of at most 8 blocks");
+  launch_clustered(kernel, grid, threads, smem, stream, splits, args...);
 }
 
 // Launch sizes in blocks of a tile of BN columns over `columns` columns and M rows (BM 32 or 64), and
@@ -425,7 +406,7 @@ long long conv_blocks(long long columns, int bn) {
 inline constexpr long long conv_two_waves = 264;
 // The split-K factor when a rule asks for one: 2 (more lost to the partial tiles than won in blocks at
 // 4 and 8 on every CIFAR layer measured), or 1 on a device without clusters.
-inline int conv_split_k(bool split) { return split && conv_split_k_supported() ? 2 : 1; }
+inline int conv_split_k(bool split) { return split && clusters_supported() ? 2 : 1; }
 
 // One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, column tile), or with
 // splits > 1 its share of the k tiles (ConvSplit).

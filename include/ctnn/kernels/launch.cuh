@@ -95,7 +95,7 @@ inline unsigned sm_count() {
 // kernel<<<grid, threads, smem, stream>>>(args...), as clusters of `cluster` consecutive blocks along x
 // when cluster > 1 (grid a multiple of it; a device with clusters: clusters_supported()).
 template <class... Params, class... Args>
-void launch_clustered(void (*kernel)(Params...), unsigned grid, int threads, int smem, cudaStream_t stream, int cluster,
+void launch_clustered(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream, int cluster,
                       Args... args) {
   if (cluster == 1) {
     kernel<<<grid, unsigned(threads), std::size_t(smem), stream>>>(args...);
@@ -104,7 +104,7 @@ void launch_clustered(void (*kernel)(Params...), unsigned grid, int threads, int
     attr.id = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = unsigned(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(unsigned(threads)), cfg.dynamicSmemBytes = std::size_t(smem);
+    cfg.gridDim = grid, cfg.blockDim = dim3(unsigned(threads)), cfg.dynamicSmemBytes = std::size_t(smem);
     cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
     CTNN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
   }
