@@ -35,8 +35,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <cooperative_groups.h>
-
+#include "cluster.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -364,14 +363,13 @@ __device__ __forceinline__ void conv_split_reduce_store(const float* part, const
   constexpr std::size_t plane = std::size_t(Pb::OH) * Pb::OW;
   constexpr bool contiguous = Pb::OYS == 1 && Pb::OXS == 1 && Pb::QW == Pb::OW && (Pb::QH * Pb::QW) % 4 == 0;
   const bool vec = contiguous && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  cluster.sync();  // every partial tile is complete
+  cluster::sync();  // every partial tile is complete
   for (int e = threadIdx.x; e < BM / sp.splits * groups; e += NT) {
     const int mm = e / groups * sp.splits + sp.split, c = 4 * (e % groups), m = m0 + mm, q = q0 + c;
     if (m >= Pb::M || q >= columns) continue;
-    float4 s = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, 0) + mm * RS + c);
+    float4 s = *reinterpret_cast<const float4*>(cluster::map_shared_rank(part, 0) + mm * RS + c);
     for (int r = 1; r < sp.splits; ++r) {
-      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, r) + mm * RS + c);
+      const float4 v = *reinterpret_cast<const float4*>(cluster::map_shared_rank(part, r) + mm * RS + c);
       s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
     }
     if (vec && q + 3 < columns) {
@@ -381,7 +379,7 @@ __device__ __forceinline__ void conv_split_reduce_store(const float* part, const
       for (int j = 0; j < 4 && q + j < columns; ++j) out[conv_out_offset<Pb>(q + j) + m * plane] = v[j];
     }
   }
-  cluster.sync();  // no block leaves while another still reads its shared memory
+  cluster::sync();  // no block leaves while another still reads its shared memory
 #else
   (void)part, (void)sp, (void)out, (void)m0, (void)q0, (void)columns;
   __trap();  // the host launches splits > 1 only where clusters exist (clusters_supported)

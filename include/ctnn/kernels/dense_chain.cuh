@@ -32,10 +32,9 @@
 #include <type_traits>
 #include <utility>
 
-#include <cooperative_groups.h>
-
 #include "../core/cuda_context.hpp"
 #include "../layers/activation.hpp"
+#include "cluster.cuh"
 #include "dense.cuh"
 #include "launch.cuh"
 #include "loss.cuh"
@@ -179,8 +178,7 @@ struct TileCluster {
   int rank = 0, size = 1;
   __device__ TileCluster() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const cooperative_groups::cluster_group c = cooperative_groups::this_cluster();
-    rank = int(c.block_rank()), size = int(c.num_blocks());
+    rank = cluster::block_rank(), size = cluster::size();
 #endif
   }
   // V floats at p, an address in this block's shared memory, into the same place in every block.
@@ -188,8 +186,7 @@ struct TileCluster {
   __device__ void store(float* p, const float (&r)[V]) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (size > 1) {
-      const cooperative_groups::cluster_group c = cooperative_groups::this_cluster();
-      for (int q = 0; q < size; ++q) store_floats(c.map_shared_rank(p, q), r);
+      for (int q = 0; q < size; ++q) store_floats(cluster::map_shared_rank(p, q), r);
       return;
     }
 #endif
@@ -203,7 +200,7 @@ struct TileCluster {
   __device__ void sync() const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (size > 1) {
-      cooperative_groups::this_cluster().sync();
+      cluster::sync();
       return;
     }
 #endif

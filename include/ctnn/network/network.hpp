@@ -2,7 +2,14 @@
 // Network<Seq<Layers...>, Input<...>>: shape propagation over the layer list (a Hana fold through
 // at_layer), parameter count and per-layer access. Sizes of buffers are in plan.hpp.
 #include <array>
-#include <boost/hana.hpp>
+// Only the Hana algorithms used here: the umbrella <boost/hana.hpp> is twice as many lines to parse.
+#include <boost/hana/append.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/back.hpp>
+#include <boost/hana/fold_left.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
