@@ -27,6 +27,9 @@
 //                includes: normalisation, upload, forward, loss), median of --infer-runs.
 //   predict_us   (ctnn only) Trainer::predict of one normalised image from host memory: host-to-device
 //                copy, forward, device-to-host copy of the 10 probabilities; median as latency_us.
+//   path_network_kernel_us, path_groups_us  (ctnn only) latency_us at batches 1, 2, 4, ..., 1024 for
+//                each of the two paths forward_fused chooses between (CudaNetwork::forward_network_kernel,
+//                forward_groups), each captured as a graph: the copy of `batch` resident images + forward.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -401,6 +404,35 @@ int main(int argc, char** argv) try {
   });
   report("eager", 1, "predict_us", predict_us, 3);
 
+  // ---- the two inference paths by batch (what forward_fused chooses between) ----
+  struct PathRow {
+    int batch;
+    double kernel_us, groups_us;
+  };
+  std::vector<PathRow> paths;
+  for (int b = 1; b <= max_batch; b *= 2) {
+    auto copy_batch = [&](int i) {
+      CTNN_CUDA_CHECK(cudaMemcpyAsync(net.input(), test_dev.ptr + std::size_t(i * b % (n_test - b)) * image_floats,
+                                      std::size_t(b) * image_floats * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    };
+    const Graph groups(stream, [&] { net.forward_groups(b); });
+    const double groups_us = latency([&](int i) {
+      copy_batch(i);
+      groups.launch(stream);
+    });
+    double kernel_us = 0;
+    if constexpr (Trainer::network_type::has_network_kernel) {
+      const Graph kernel(stream, [&] { net.forward_network_kernel(b); });
+      kernel_us = latency([&](int i) {
+        copy_batch(i);
+        kernel.launch(stream);
+      });
+    }
+    report("graph", b, "path_network_kernel_us", kernel_us, 3);
+    report("graph", b, "path_groups_us", groups_us, 3);
+    paths.push_back({b, kernel_us, groups_us});
+  }
+
   // ---- inference, the whole test set as one batch (as pytorch_lenet5.py's default) ----
   Throughput whole;
   if (n_test <= whole_test_set) {
@@ -440,6 +472,13 @@ int main(int argc, char** argv) try {
   std::printf("%-22s %6d %12.1f\n", "forward, eager", 1, eager_us);
   std::printf("%-22s %6d %12.1f\n", "forward, graph", 1, graph_us);
   std::printf("%-22s %6d %12.1f\n", "Trainer::predict", 1, predict_us);
+  std::printf("inference paths, graph latency (us), forward_fused's choice marked *: network kernel up to batch %d\n",
+              Trainer::network_type::runs_network_kernel(1) ? CTNN_NETWORK_KERNEL_MAX_BATCH : 0);
+  std::printf("%6s %14s %14s\n", "batch", "network kernel", "groups");
+  for (const PathRow& r : paths) {
+    const bool k = Trainer::network_type::runs_network_kernel(r.batch);
+    std::printf("%6d %13.1f%s %13.1f%s\n", r.batch, r.kernel_us, k ? "*" : " ", r.groups_us, k ? " " : "*");
+  }
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "lenet5_bench: error: %s\n", e.what());

@@ -126,12 +126,12 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
       poison(s, d_correct.ptr, max_batch * sizeof(std::int32_t));
     };
 
-    // 1. Evaluation: the fused forward against the host's (from the same layer state: the training
-    // passes below update running statistics a different number of times on each side).
+    // 1. Evaluation: the fused groups' forward against the host's (from the same layer state: the
+    // training passes below update running statistics a different number of times on each side).
     gpu.set_state(host.state());
     poison_all();
     gpu.upload_input(x.data(), batch);
-    gpu.forward_fused(batch);
+    gpu.forward_groups(batch);
     gpu.synchronize();
     host.forward(x.data(), batch, Mode::eval);
     for (std::size_t i = 1; i <= L; ++i) {
@@ -140,6 +140,23 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
       t(compare(gpu.download_activation(i, batch), std::vector<float>(h, h + plan::act_size[i] * std::size_t(batch)),
                 tag + "evaluation, output of layer " + std::to_string(i - 1)));
     }
+    // The network kernel's forward (network_forward.cuh), and forward_fused (whichever it runs).
+    const float* host_out = host.activation(L, batch);
+    const std::vector<float> want_out(host_out, host_out + plan::act_size[L] * std::size_t(batch));
+    if constexpr (Gpu::has_network_kernel) {
+      poison_all();
+      gpu.upload_input(x.data(), batch);
+      gpu.forward_network_kernel(batch);
+      gpu.synchronize();
+      t(compare(gpu.download_activation(L, batch), want_out, tag + "evaluation, the network kernel's output"));
+    }
+    poison_all();
+    gpu.upload_input(x.data(), batch);
+    gpu.forward_fused(batch);
+    gpu.synchronize();
+    t(compare(gpu.download_activation(L, batch), want_out,
+              tag + "evaluation, forward_fused's output (" +
+                  (Gpu::runs_network_kernel(batch) ? "network kernel" : "groups") + ")"));
 
     // The layer-by-layer training forward: every slot, for the host backward below.
     poison_all();
@@ -225,6 +242,47 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
     gpu.synchronize();
     t(ctnn_test::same_bits(gpu.gradients(), grads, (tag + "a second pass gives the same gradients").c_str()));
   }
+}
+
+// The network kernel alone (kernels/network_forward.cuh) against the host's evaluation forward, from
+// random parameters and random layer state (running means around 0, variances in [0.5, 2]), on fresh
+// random inputs, the output poisoned first: for networks whose layers the training test above does not
+// take (Dropout's training masks differ by design from nothing; GlobalAvgPool).
+template <class Net>
+void test_network_kernel(Tally& t, const char* name, std::uint64_t seed, std::vector<int> batches = {1, 5, max_batch}) {
+  using Gpu = CudaNetwork<Net, max_batch>;
+  using plan = BufferPlan<Net>;
+  constexpr std::size_t L = Net::layer_count;
+  static_assert(Gpu::has_network_kernel, "the network kernel test takes networks that have one");
+  HostNetwork<Net, float> host(max_batch, seed);
+  Gpu gpu(seed);
+  Random rng(seed + 11);
+  for (std::size_t i = 0; i < L; ++i)  // BatchNorm's state: running mean, running variance, count
+    for (std::size_t k = 0; k + 1 < plan::state_count[i]; ++k) {
+      const std::size_t c = (plan::state_count[i] - 1) / 2;
+      host.state()[plan::state_offset[i] + k] = k < c ? float(rng.uniform() - 0.5) : float(0.5 + 1.5 * rng.uniform());
+    }
+  gpu.set_state(host.state());
+  for (int batch : batches) {
+    const std::string tag = std::string(name) + " batch " + std::to_string(batch) + ": ";
+    const std::vector<float> x = ctnn_test::random_vector(plan::act_size[0] * std::size_t(batch), seed * 1000 + std::uint64_t(batch));
+    poison(gpu.stream(), gpu.output(), plan::act_size[L] * max_batch * sizeof(float));
+    gpu.upload_input(x.data(), batch);
+    gpu.forward_network_kernel(batch);
+    gpu.synchronize();
+    const float* h = host.forward(x.data(), batch, Mode::eval);
+    t(compare(gpu.download_activation(L, batch), std::vector<float>(h, h + plan::act_size[L] * std::size_t(batch)),
+              tag + "the network kernel's output"));
+  }
+}
+
+// Kernel launches of forward_fused at `batch`, counted from a captured graph.
+template <class Net>
+std::size_t forward_kernels(int batch) {
+  CudaNetwork<Net, max_batch> gpu(1);
+  CudaGraph graph;
+  graph.capture(gpu.stream(), [&] { gpu.forward_fused(batch); });
+  return graph.node_counts().kernels;
 }
 
 // Kernel launches of one fused training pass, counted from a captured graph.

@@ -2,7 +2,8 @@
 // and its launches: the fused training pass is 7 kernels (two conv-group forwards, the dense chain with
 // the loss and its backward data, the chain's weight gradients, conv2's weight and input gradients,
 // conv1's weight gradients), the trainer's captured step 9 (gather, the pass, the optimizer), where
-// the chain runs fused at that batch (cuda_dense_chain::min_batch).
+// the chain runs fused at that batch (cuda_dense_chain::min_batch); inference at batch 1 is one (the
+// network kernel).
 #include <cstdio>
 #include <exception>
 
@@ -30,6 +31,15 @@ int main() {
     } else {
       std::printf("note LeNet-5: at batch 64 the dense chain runs layer by layer; a training pass is %zu "
                   "kernel launches\n", pass);
+    }
+
+    // Inference at batch 1 is one launch: the network kernel (kernels/network_forward.cuh).
+    static_assert(Gpu::has_network_kernel, "LeNet-5 runs its small-batch inference as one kernel");
+    if (Gpu::runs_network_kernel(1)) {
+      const std::size_t one = fusion_test::forward_kernels<models::LeNet5>(1);
+      std::printf("%s LeNet-5: forward_fused at batch 1 is %zu kernel launches (expected 1)\n",
+                  one == 1 ? "ok  " : "FAIL", one);
+      t(one == 1);
     }
 
     Random rng(5);

@@ -3,7 +3,8 @@
 // it, windows of 2 and 3, an input whose last row and column lie in no window), overlapping pooling
 // and BatchNorm that block a fusion, a stride-2 convolution (the gather input-gradient kernel), a
 // chain that is not the last (its backward from the layer above), chains with and without Softmax,
-// softmax cross-entropy and Mse (also through a Softmax).
+// softmax cross-entropy and Mse (also through a Softmax). The network kernel (network_forward.cuh) in
+// each, and alone on a network with the layers the fused groups leave out.
 #include <cstdio>
 #include <exception>
 
@@ -32,6 +33,13 @@ using Pools = Network<Seq<Conv<5, 3, Pad<1>>, Sigmoid, Pool<3>, Conv<4, 2>, AvgP
                       Input<1, 15, 15>>;
 // Mse through a final Softmax: the loss reads the chain's last layer (the Softmax's backward runs alone).
 using SoftMse = Network<Seq<Dense<24>, ReLU, Dense<6>, Softmax>, Input<2, 4, 4>>;
+// For the network kernel alone: a dilated and a strided Conv, LeakyReLU, Dropout (evaluation: nothing),
+// BatchNorm on planes and on a flat vector (random running statistics), GlobalAvgPool, an overlapping
+// average pooling with padding, Softmax.
+using Gap = Network<Seq<Conv<6, 3, Pad<2>, Dilation<2>>, LeakyReLU<0.1f>, Dropout<0.3f>, AvgPool<3, Stride<2>, Pad<1>>,
+                        Conv<8, 3, Stride<2>>, BatchNorm, ReLU, GlobalAvgPool, Dense<12>, BatchNorm, Sigmoid,
+                        Dense<5>, Softmax>,
+                    Input<2, 13, 13>>;
 }  // namespace
 
 int main() {
@@ -46,6 +54,7 @@ int main() {
     fusion_test::test_network<Split, SoftmaxCrossEntropy>(t, "Split chains", 34, {37, 64});
     fusion_test::test_network<Pools, SoftmaxCrossEntropy>(t, "Pools", 35);
     fusion_test::test_network<SoftMse, Mse>(t, "Mse through Softmax", 36);
+    fusion_test::test_network_kernel<Gap>(t, "Gap (network kernel)", 37);
   } catch (const std::exception& e) {
     std::printf("FAIL unexpected exception: %s\n", e.what());
     t(false);

@@ -45,6 +45,10 @@
 #include "../kernels/conv_fused.cuh"
 #include "../kernels/dense_chain.cuh"
 #include "../kernels/loss.cuh"
+#include "../kernels/network_forward.cuh"
+#include "../layers/batchnorm.hpp"
+#include "../layers/dropout.hpp"
+#include "../layers/global_avg_pool.hpp"
 #include "fusion.hpp"
 #include "init.hpp"
 #include "plan.hpp"
@@ -120,6 +124,49 @@ struct chain_group_of {
       -> kernels::DenseChainDims<softmax, typename chain_stage_of<Net, dense.at[std::size_t(Lk)], top>::type...>;
   using type = cuda_dense_chain<decltype(dims(std::make_integer_sequence<int, S>{}))>;
 };
+
+// Layer I of Net as a step of the network kernel (kernels/network_forward.cuh), void where it has none.
+template <float P> std::true_type dropout_probe(const Dropout<P>*);
+std::false_type dropout_probe(...);
+template <class Net, std::size_t I>
+constexpr auto sample_op_of() {
+  using Lay = typename Net::template layer_at<I>;
+  using B = typename Net::template bound_at<I>;
+  if constexpr (is_conv_layer<Lay>::value)
+    return std::type_identity<kernels::SampleConv<B::C, B::H, B::W, Lay::out_channels, Lay::kernel, Lay::stride,
+                                                  Lay::pad, Lay::dilation>>{};
+  else if constexpr (decltype(pooling_probe(static_cast<const Lay*>(nullptr)))::value)
+    return std::type_identity<kernels::SamplePool<Lay::kind, B::C, B::H, B::W, Lay::kernel, Lay::stride, Lay::pad>>{};
+  else if constexpr (is_activation_layer_v<Lay>)
+    return std::type_identity<kernels::SampleMap<activation_fn_t<Lay>, B::in_size>>{};
+  else if constexpr (is_dense_layer<Lay>::value)
+    return std::type_identity<kernels::SampleDense<B::I, Lay::units>>{};
+  else if constexpr (std::is_same_v<Lay, Softmax>)
+    return std::type_identity<kernels::SampleSoftmax<B::N>>{};
+  else if constexpr (std::is_same_v<Lay, BatchNorm>)
+    return std::type_identity<kernels::SampleNorm<B::C, B::S>>{};
+  else if constexpr (std::is_same_v<Lay, GlobalAvgPool>)
+    return std::type_identity<kernels::SampleMean<B::C, B::HW>>{};
+  else if constexpr (decltype(dropout_probe(static_cast<const Lay*>(nullptr)))::value)
+    return std::type_identity<kernels::SampleKeep<B::in_size>>{};
+  else
+    return std::type_identity<void>{};
+}
+template <class Net, std::size_t I>
+using sample_op_t = typename decltype(sample_op_of<Net, I>())::type;
+// The network kernel of Net (kernels::cuda_network_kernel), or void when a layer has no step.
+template <class Net, std::size_t... I>
+constexpr auto network_kernel_of(std::index_sequence<I...>) {
+  using plan = BufferPlan<Net>;
+  if constexpr ((!std::is_void_v<sample_op_t<Net, I>> && ...)) {
+    static_assert(((sample_op_t<Net, I>::out_size == Net::template bound_at<I>::out_size) && ...),
+                  "a network kernel step disagrees with its layer's output size");
+    return std::type_identity<kernels::cuda_network_kernel<
+        kernels::SampleStep<sample_op_t<Net, I>, plan::weight_offset[I], plan::bias_offset[I], plan::state_offset[I]>...>>{};
+  } else {
+    return std::type_identity<void>{};
+  }
+}
 }  // namespace detail
 
 template <class Net, int MaxBatch>
@@ -165,6 +212,24 @@ class CudaNetwork {
   // Whether group g has fused kernels at all (whether they run at a given batch: runs_fused).
   template <std::size_t g>
   static constexpr bool fused_group = !std::is_void_v<group_kernels<g>>;
+
+  // The network kernel (kernels/network_forward.cuh): the whole forward in one launch, a block per
+  // sample, for a network whose every layer has a step there, whose two largest activations fit a
+  // block's shared memory (48 KB) and whose sample is small work for one multiprocessor.
+  using network_kernel = typename decltype(detail::network_kernel_of<Net>(std::make_index_sequence<L>{}))::type;
+  // The work of a sample one block does faster than the fused groups at batch 1: measured at
+  // LeNet-5's 0.83 MFLOP (a few microseconds faster; docs/fusion.md); a block's time grows with it,
+  // the groups' (more blocks as the layers grow) far less.
+  static constexpr std::size_t network_kernel_max_flops = std::size_t{1} << 20;
+  static constexpr bool has_network_kernel = [] {
+    if constexpr (std::is_void_v<network_kernel>) return false;
+    else return network_kernel::fits && Net::flops_per_sample <= network_kernel_max_flops;
+  }();
+  // Whether forward_fused runs the network kernel: evaluation at a batch up to its max_batch.
+  static constexpr bool runs_network_kernel(int batch, Mode mode = Mode::eval) {
+    if constexpr (!has_network_kernel) return false;
+    else return mode == Mode::eval && batch <= network_kernel::max_batch;
+  }
 
  private:
   template <std::size_t... I>
@@ -291,13 +356,26 @@ class CudaNetwork {
     backward_layers(batch, last, std::make_index_sequence<L>{});
   }
 
-  // The fused plan (network/fusion.hpp) through every layer on the `batch` samples in input(): writes
-  // output() and each fused group's output slot (a dense chain: all its slots, except a Dense's own
-  // when ReLU follows it and the chain runs layer by layer: there ReLU is the product's epilogue;
-  // layers that run alone: theirs), not the slots inside a conv group. Enqueue only.
+  // The fastest forward of the `batch` samples in input() to output(): the network kernel where it
+  // runs (runs_network_kernel: evaluation at small batches), else forward_groups. Enqueue only.
   void forward_fused(int batch, Mode mode = Mode::eval) {
+    if constexpr (has_network_kernel)
+      if (runs_network_kernel(batch, mode)) return forward_network_kernel(batch);
+    forward_groups(batch, mode);
+  }
+  // The fused plan (network/fusion.hpp) through every layer: writes output() and each fused group's
+  // output slot (a dense chain: all its slots, except a Dense's own when ReLU follows it and the chain
+  // runs layer by layer: there ReLU is the product's epilogue; layers that run alone: theirs), not
+  // the slots inside a conv group. Enqueue only.
+  void forward_groups(int batch, Mode mode = Mode::eval) {
     check_batch(batch);
     kernels::static_for<int(fusion::group_count)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, true); });
+  }
+  // The network kernel's forward (evaluation mode): one launch, output() its only write. Enqueue only.
+  void forward_network_kernel(int batch) {
+    static_assert(has_network_kernel, "ctnn: this network has no network kernel (see has_network_kernel)");
+    check_batch(batch);
+    network_kernel::forward(ctx_.stream, params(), state(), input(), output(), batch);
   }
 
   // One pass of a loss, fused: forward (in `mode`) up to the layer the loss takes its input from
