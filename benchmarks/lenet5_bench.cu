@@ -27,6 +27,7 @@
 //                includes: normalisation, upload, forward, loss), median of --infer-runs.
 //   predict_us   (ctnn only) Trainer::predict of one normalised image from host memory: host-to-device
 //                copy, forward, device-to-host copy of the 10 probabilities; median as latency_us.
+//   latency_floor_us  (ctnn only) latency_us's graph with the copy of the image alone, no forward.
 //   path_network_kernel_us, path_groups_us  (ctnn only) latency_us at batches 1, 2, 4, ..., 1024 for
 //                each of the two paths forward_fused chooses between (CudaNetwork::forward_network_kernel,
 //                forward_groups), each captured as a graph: the copy of `batch` resident images + forward.
@@ -399,6 +400,14 @@ int main(int argc, char** argv) try {
     });
     report("graph", 1, "latency_us", graph_us, 3);
   }
+  // The floor under those: the same copy of one image, captured alone (graph launch, the copy, the
+  // stream's synchronisation, the host clock).
+  double floor_us = 0;
+  {
+    const Graph copy_only(stream, [&] { copy_image(0); });
+    floor_us = latency([&](int) { copy_only.launch(stream); });
+    report("graph", 1, "latency_floor_us", floor_us, 3);
+  }
   const double predict_us = latency([&](int i) {
     trainer->predict(test_x.data() + std::size_t(i % n_test) * image_floats, 1);
   });
@@ -472,6 +481,7 @@ int main(int argc, char** argv) try {
   std::printf("%-22s %6d %12.1f\n", "forward, eager", 1, eager_us);
   std::printf("%-22s %6d %12.1f\n", "forward, graph", 1, graph_us);
   std::printf("%-22s %6d %12.1f\n", "Trainer::predict", 1, predict_us);
+  std::printf("%-22s %6d %12.1f\n", "floor: the copy alone", 1, floor_us);
   std::printf("inference paths, graph latency (us), forward_fused's choice marked *: network kernel up to batch %d\n",
               Trainer::network_type::runs_network_kernel(1) ? CTNN_NETWORK_KERNEL_MAX_BATCH : 0);
   std::printf("%6s %14s %14s\n", "batch", "network kernel", "groups");
