@@ -33,6 +33,9 @@ kernel_dropout_forward(const float* __restrict__ x,        // [n]
   y[i] = x[i] * m;
 }
 
+// A template, as every kernel in these headers: a non-template __global__ defined in a header would
+// be defined again in each file that includes it, and two such files would not link.
+template <float P>
 __global__ void __launch_bounds__(dropout_threads)
 kernel_dropout_backward(const float* __restrict__ dy,    // [n]
                         const float* __restrict__ mask,  // [n]
@@ -70,7 +73,7 @@ struct cuda_layer<Dropout<P>, In> {
     kernels::check_batch(a.batch, "Dropout");
     if (!a.dx) return;
     const std::size_t n = std::size_t(a.batch) * size;
-    kernels::kernel_dropout_backward<<<kernels::grid_for(n, kernels::dropout_threads), kernels::dropout_threads, 0,
+    kernels::kernel_dropout_backward<P><<<kernels::grid_for(n, kernels::dropout_threads), kernels::dropout_threads, 0,
                                        ctx.stream>>>(a.dy, a.saved, a.dx, n);
     CTNN_CHECK_LAUNCH();
   }
