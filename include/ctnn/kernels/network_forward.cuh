@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "../core/cuda_check.hpp"
+#include "../core/layer.hpp"
 #include "../layers/batchnorm.hpp"
 #include "../layers/pool.hpp"
 #include "launch.cuh"
@@ -56,8 +57,8 @@ constexpr int divisor_at_most(int n, int m) {
 // `scratch` with a zero border, so that no tap needs a bounds check.
 template <int C, int H, int W, int Out, int K, int Stride, int Pad, int Dilation>
 struct SampleConv {
-  static constexpr int OH = (H + 2 * Pad - Dilation * (K - 1) - 1) / Stride + 1;
-  static constexpr int OW = (W + 2 * Pad - Dilation * (K - 1) - 1) / Stride + 1;
+  static constexpr int OH = ctnn::detail::window_out(H, K, Stride, Pad, Dilation);
+  static constexpr int OW = ctnn::detail::window_out(W, K, Stride, Pad, Dilation);
   static constexpr int HP = H + 2 * Pad, WP = W + 2 * Pad;
   static constexpr std::size_t in_size = std::size_t(C) * H * W, out_size = std::size_t(Out) * OH * OW;
   static constexpr std::size_t scratch_floats = Pad > 0 ? std::size_t(C) * HP * WP : 0;
@@ -121,7 +122,7 @@ struct SampleConv {
 
 template <PoolKind Kind, int C, int H, int W, int K, int Stride, int Pad>
 struct SamplePool {
-  static constexpr int OH = (H + 2 * Pad - K) / Stride + 1, OW = (W + 2 * Pad - K) / Stride + 1;
+  static constexpr int OH = ctnn::detail::window_out(H, K, Stride, Pad, 1), OW = ctnn::detail::window_out(W, K, Stride, Pad, 1);
   static constexpr std::size_t in_size = std::size_t(C) * H * W, out_size = std::size_t(C) * OH * OW;
   static constexpr bool in_place = false;
   template <int NT>
