@@ -146,9 +146,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       if (Wg::units(batch) > 0x7fffffffLL)
         throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
       const int nb = Wg::partials(batch);
-      const dim3 grid(unsigned(nb), Wg::k_tiles, Wg::m_tiles);
       kernels::kernel_conv_backward_weights<dims>
-          <<<grid, Wg::threads, 0, ctx.stream>>>(x, dy, ctx.workspace, int(Wg::units(batch)));
+          <<<unsigned(nb), Wg::threads, 0, ctx.stream>>>(x, dy, ctx.workspace, int(Wg::units(batch)));
       CTNN_CHECK_LAUNCH();
       kernels::sum_partials(ctx.stream, ctx.workspace, nb, Wg::E, Out * dims::CKK, dw, db);
     }

@@ -316,64 +316,77 @@ kernel_conv_backward_data(const float* __restrict__ w,   // [Out][C][K][K]
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Backward weights and bias, stage 1 of 2. dW (Out × C·K·K) = dY (Out × R) · Xcolᵀ (R × C·K·K) over
-// the R = batch·OH·OW output positions, with db as one more column of Xcol that is all ones
-// (k = C·K·K). The positions are cut into work units (one sample × `rows` output rows); block b takes
-// a contiguous run of units and writes its partial sums to partials[b]; stage 2 (sum_partials) adds
-// the rows of partials in a fixed order. A block covers `ktile` columns k and `mt` channels o; thread
-// (rg, mg, k) accumulates `tm` channels for one k over every rg-th position of each unit, and the rg
-// groups are combined in a fixed order at the end.
-namespace detail {
-template <class Cfg, class G>
-constexpr int wgrad_smem_floats(int rows) {
-  const int xr = (rows - 1) * G::S + G::span, xw = (G::OW - 1) * G::S + G::span;
-  return round_up(Cfg::cx * xr * xw, 4) + round_up(rows * G::OW * Cfg::mt, 4) + Cfg::red_floats;
-}
-// Output rows per unit: about 256 positions, balanced over the tiles, shrunk until shared memory fits.
-template <class Cfg, class G>
-constexpr int wgrad_rows() {
-  int r = clamp_to(ceil_div(256, G::OW), 1, G::OH);
-  r = ceil_div(G::OH, ceil_div(G::OH, r));
-  while (r > 1 && wgrad_smem_floats<Cfg, G>(r) > smem_limit_floats) --r;
-  return r;
-}
-}  // namespace detail
-
+// Backward weights and bias, stage 1 of 2. dW[o][c][ky][kx] is the sum over samples and output
+// pixels of dy[n][o][oy][ox] · x[n][c][oy·S − P + ky·D][ox·S − P + kx·D], db[o] that of dy[n][o][·][·].
+// The positions are cut into work units (one sample × `rows` output rows); block b takes a contiguous
+// run of units, stages each unit's input rows (zero-padded) and its dy (read through the loader: a
+// fused group computes it there) in shared memory, and writes the sums over its units to partials[b];
+// stage 2 (sum_partials, or finish_splits in a fused group) adds the rows of partials in a fixed order.
+//
+// A thread has a role, (input channel c, kernel row ky, group of `tm` output channels), and a row
+// group. For each output row of its group it takes the input row into registers once and then, per
+// output pixel, loads `tm` dy values (one vector load, a broadcast to the warp's lanes of the same
+// group) for K·tm FMAs into dW[o][c][ky][0..K) of its channels. The threads with c = ky = 0 also sum
+// db. At the end the row groups' sums are added in row-group order: every sum has a fixed order.
 template <class G>
-struct ConvWgradShape {
+struct ConvWgrad {
   static constexpr int kcols = G::CKK + 1;  // weight taps, then the bias column
   static constexpr int E = G::Out * kcols;  // floats per partial: dW [Out][C·K·K], then db [Out]
-  static constexpr int ktile = min_of(round_up(kcols, 32), 256);
-  static constexpr int k_tiles = ceil_div(kcols, ktile);
-  static constexpr int tm = G::Out <= 8 ? G::Out : 8;  // channels per thread
-  static constexpr int m_groups = ceil_div(G::Out, tm);
-  static constexpr int mg_block = clamp_to(256 / ktile, 1, m_groups);
-  static constexpr int m_tiles = ceil_div(m_groups, mg_block);
-  static constexpr int mt = mg_block * tm;  // channels per block
-  static constexpr int rg = max_of(1, 256 / (ktile * mg_block));
-  static constexpr int threads = rg * mg_block * ktile;
-  static constexpr int cx = min_of(G::C, (ktile - 1) / G::KK + 2);  // input channels a k tile reads
-  static constexpr int red_floats = rg > 1 ? rg * mt * ktile : 0;
-};
-
-template <class G>
-struct ConvWgrad : ConvWgradShape<G> {
-  using Base = ConvWgradShape<G>;
-  static constexpr int rows = detail::wgrad_rows<Base, G>();
+  // Output channels per thread: the most of 8, 4, 2 that keep K·tm accumulators ≤ 32 and leave at
+  // least a warp of roles; else 1.
+  static constexpr int tm = [] {
+    for (int t = 8; t > 1; t /= 2)
+      if (t * G::K <= 32 && G::C * G::K * ceil_div(G::Out, t) >= 32) return t;
+    return 1;
+  }();
+  static constexpr int o_groups = ceil_div(G::Out, tm), op = o_groups * tm;  // op: dy_s floats per pixel
+  static constexpr int roles = G::C * G::K * o_groups;
+  static constexpr int role_threads = round_up(roles, 32);
+  // Row groups: about 512 threads, as many as the row groups' sums leave room for in shared memory.
+#ifdef CTNN_WGRAD_THREADS  // (for measuring)
+  static constexpr int threads_wanted = CTNN_WGRAD_THREADS;
+#else
+  static constexpr int threads_wanted = 512;
+#endif
+  static constexpr int rg = clamp_to(min_of(threads_wanted / role_threads, smem_limit_floats / E), 1, G::OH);
+  static constexpr int threads = role_threads * rg;
+  // Output pixels per register chunk of a row (the inner loop is unrolled over them: ≤ 512 FMAs).
+  static constexpr int owc = [] {
+    const int c = clamp_to(512 / (tm * G::K), 1, G::OW);
+    return ceil_div(G::OW, ceil_div(G::OW, c));
+  }();
+  static constexpr int chunks = ceil_div(G::OW, owc);
+  static constexpr int xc = (owc - 1) * G::S + G::span;           // input columns of a chunk
+  static constexpr int xw = (chunks * owc - 1) * G::S + G::span;  // input columns staged
+  static constexpr int xs = xw | 1;  // x_s row stride, odd: lanes reading different rows hit different banks
+  static constexpr int staged_floats(int r) {  // x_s and dy_s for units of r output rows
+    return round_up(G::C * ((r - 1) * G::S + G::span) * xs, 4) + r * G::OW * op;
+  }
+  // Output rows per unit: about two per row group, balanced over a sample's units, fewer when the
+  // staging would not fit.
+  static constexpr int rows = [] {
+    int r = min_of(G::OH, 2 * rg);
+    r = ceil_div(G::OH, ceil_div(G::OH, r));
+    while (r > 1 && staged_floats(r) > smem_limit_floats) --r;
+    return r;
+  }();
   static constexpr int tiles = ceil_div(G::OH, rows);
-  static constexpr int xr = (rows - 1) * G::S + G::span, xw = (G::OW - 1) * G::S + G::span;
-  static constexpr int x_floats = round_up(Base::cx * xr * xw, 4);
-  static constexpr int dy_floats = round_up(rows * G::OW * Base::mt, 4);
-  static constexpr bool fits = detail::wgrad_smem_floats<Base, G>(rows) <= smem_limit_floats;
-  // At most this many stage-1 blocks (rows of partials). Enough for several blocks per SM of a
-  // 132-SM H100, so that the load latency of one block's units hides behind the others': up to 1024
-  // when a partial is small (LeNet-5's conv1: 156 floats), fewer as partials grow and stage 2 has more
-  // to read (at most 2^18 floats of partials), never below 256.
-  static constexpr int max_partials = clamp_to((1 << 18) / Base::E, 256, 1024);
+  static constexpr int xr = (rows - 1) * G::S + G::span;  // input rows of a unit
+  static constexpr int x_floats = round_up(G::C * xr * xs, 4);
+  static constexpr int red_floats = rg > 1 ? rg * E : 0;  // the row groups' sums (reuses the staging)
+  static constexpr int smem_floats = max_of(staged_floats(rows), red_floats);
+  static constexpr bool fits = smem_floats <= smem_limit_floats && threads <= 1024;
+  // At most this many stage-1 blocks (rows of partials): enough for a few blocks per SM of a 132-SM
+  // H100, fewer as partials grow and stage 2 has more to read (at most 2^19 floats of partials).
+#ifdef CTNN_WGRAD_MAX_PARTIALS  // (for measuring)
+  static constexpr int max_partials = CTNN_WGRAD_MAX_PARTIALS;
+#else
+  static constexpr int max_partials = clamp_to((1 << 19) / E, 256, 1024);
+#endif
   static constexpr long long units(int batch) { return (long long)(batch > 0 ? batch : 0) * tiles; }
   static constexpr int partials(int batch) { return int(min_of<long long>(units(batch), max_partials)); }
   static constexpr std::size_t workspace_floats(int max_batch) {
-    return std::size_t(partials(max_batch)) * std::size_t(Base::E);
+    return std::size_t(partials(max_batch)) * std::size_t(E);
   }
 };
 
@@ -384,76 +397,115 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
                                                             int units)                     // batch · tiles
 {
   using Cfg = ConvWgrad<G>;
-  constexpr int S = G::S, D = G::D, OW = G::OW, TM = Cfg::tm, MT = Cfg::mt, RG = Cfg::rg;
-  constexpr int KT = Cfg::ktile, XR = Cfg::xr, XW = Cfg::xw, CKK = G::CKK;
+  constexpr int S = G::S, D = G::D, K = G::K, OW = G::OW, TM = Cfg::tm, OP = Cfg::op, RG = Cfg::rg;
+  constexpr int ROWS = Cfg::rows, XR = Cfg::xr, XW = Cfg::xw, XS = Cfg::xs, OWC = Cfg::owc, XC = Cfg::xc;
+  constexpr int CKK = G::CKK, E = Cfg::E, T = Cfg::threads;
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
   static_assert(Cfg::fits, "ctnn: the weight-gradient kernel's tiles exceed 48 KB of shared memory");
-  static_assert(KT % 32 == 0, "each warp holds one (rg, mg) pair, so dy_s reads are broadcasts");
-  static_assert(Cfg::threads <= 1024 && Cfg::rows * Cfg::tiles >= G::OH, "launch shape");
+  static_assert(Cfg::rows * Cfg::tiles >= G::OH && Cfg::chunks * OWC >= OW, "launch shape");
 
-  __shared__ __align__(16) float x_s[Cfg::x_floats];    // (cx, XR, XW): input rows of one unit
-  __shared__ __align__(16) float dy_s[Cfg::dy_floats];  // (rows·OW, MT): dy of one unit
-  __shared__ float red_s[RG > 1 ? Cfg::red_floats : 1];  // (RG, MT, KT): per-group sums
+  __shared__ __align__(16) float smem[Cfg::smem_floats];
+  float* x_s = smem;                    // (C, XR, XS): input rows of one unit
+  float* dy_s = smem + Cfg::x_floats;  // (rows·OW, OP): dy of one unit
+  float* red_s = smem;                  // (RG, E): the row groups' sums, after the last unit
+
+  const int role = int(threadIdx.x) % Cfg::role_threads, rgi = int(threadIdx.x) / Cfg::role_threads;
+  const bool active = role < Cfg::roles;
+  const int og = role % Cfg::o_groups, ky = (role / Cfg::o_groups) % K, c = role / (Cfg::o_groups * K);
+  const bool sums_bias = active && c == 0 && ky == 0;
+
+  float acc[TM][K], bias[TM];
+#pragma unroll
+  for (int t = 0; t < TM; ++t) {
+    bias[t] = 0.f;
+#pragma unroll
+    for (int kx = 0; kx < K; ++kx) acc[t][kx] = 0.f;
+  }
+  if constexpr (OP > G::Out)  // the padding channels of dy_s stay zero
+    for (int e = threadIdx.x; e < ROWS * OW * (OP - G::Out); e += T)
+      dy_s[(e / (OP - G::Out)) * OP + G::Out + e % (OP - G::Out)] = 0.f;
 
   const int nb = int(gridDim.x), blk = int(blockIdx.x);
-  const int k0 = int(blockIdx.y) * KT, o0 = int(blockIdx.z) * MT, c_lo = k0 / G::KK;
-  const int kl = threadIdx.x % KT, mg = (threadIdx.x / KT) % Cfg::mg_block;
-  const int rgi = threadIdx.x / (KT * Cfg::mg_block);
-  const int k = k0 + kl;
-  const bool is_w = k < CKK, is_bias = k == CKK;
-  int koff = 0;  // offset of tap k in x_s, relative to a position's window origin
-  if (is_w) {
-    const int c = k / G::KK, r = k % G::KK;
-    koff = ((c - c_lo) * XR + (r / G::K) * D) * XW + (r % G::K) * D;
-  }
-
-  float acc[TM];
-#pragma unroll
-  for (int i = 0; i < TM; ++i) acc[i] = 0.f;
-
   const int u_begin = int((long long)blk * units / nb), u_end = int((long long)(blk + 1) * units / nb);
   for (int u = u_begin; u < u_end; ++u) {
     const std::size_t n = std::size_t(u / Cfg::tiles);
-    const int oy0 = (u % Cfg::tiles) * Cfg::rows;
-    const int pixels = min_of(Cfg::rows, G::OH - oy0) * OW;
+    const int oy0 = (u % Cfg::tiles) * ROWS, nrows = min_of(ROWS, G::OH - oy0);
     __syncthreads();  // the previous unit has finished reading x_s and dy_s
-#pragma unroll 4
-    for (int e = threadIdx.x; e < Cfg::cx * XR * XW; e += Cfg::threads) {
-      const int c = c_lo + e / (XR * XW), iy = oy0 * S - G::P + (e / XW) % XR, ix = e % XW - G::P;
-      x_s[e] = (c < G::C && iy >= 0 && iy < G::H && ix >= 0 && ix < G::W) ? ld_x(n, c, iy, ix) : 0.f;
-    }
-#pragma unroll 4
-    for (int e = threadIdx.x; e < MT * Cfg::rows * OW; e += Cfg::threads) {
-      const int i = e / (Cfg::rows * OW), p = e % (Cfg::rows * OW), o = o0 + i;
-      dy_s[p * MT + i] = (o < G::Out && p < pixels) ? ld_dy(n, o, oy0 + p / OW, p % OW) : 0.f;
+    // x's rows and dy's in one pass, 8 elements a thread at a time: their loads are in flight together.
+    constexpr int NX = G::C * XR * XW, N = NX + G::Out * ROWS * OW;
+    for (int e0 = threadIdx.x; e0 < N; e0 += 8 * T) {
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int e = e0 + i * T;
+        v[i] = 0.f;
+        if (e < NX) {
+          const int cc = e / (XR * XW), iy = oy0 * S - G::P + (e / XW) % XR, ix = e % XW - G::P;
+          if (iy >= 0 && iy < G::H && ix >= 0 && ix < G::W) v[i] = ld_x(n, cc, iy, ix);
+        } else if (e < N) {
+          const int o = (e - NX) / (ROWS * OW), p = (e - NX) % (ROWS * OW);
+          if (p < nrows * OW) v[i] = ld_dy(n, o, oy0 + p / OW, p % OW);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int e = e0 + i * T;
+        if (e < NX) x_s[(e / (XR * XW) * XR + (e / XW) % XR) * XS + e % XW] = v[i];
+        else if (e < N) dy_s[((e - NX) % (ROWS * OW)) * OP + (e - NX) / (ROWS * OW)] = v[i];
+      }
     }
     __syncthreads();
-    for (int p = rgi; p < pixels; p += RG) {
-      const float v = is_bias ? 1.f : x_s[koff + (p / OW) * S * XW + (p % OW) * S];
-      float d[TM];
-      load_shared(dy_s + p * MT + mg * TM, d);
+    if (active)
+      for (int r = rgi; r < nrows; r += RG) {
+        const float* xrow = x_s + (c * XR + r * S + ky * D) * XS;
+        const float* drow = dy_s + r * OW * OP + og * TM;
+#pragma unroll 1
+        for (int ch = 0; ch < Cfg::chunks; ++ch) {
+          float xv[XC];
 #pragma unroll
-      for (int i = 0; i < TM; ++i) acc[i] = fmaf(v, d[i], acc[i]);
-    }
+          for (int j = 0; j < XC; ++j) xv[j] = xrow[ch * OWC * S + j];
+#pragma unroll
+          for (int j = 0; j < OWC; ++j) {
+            if (Cfg::chunks > 1 && ch * OWC + j >= OW) break;
+            float d[TM];
+            load_shared(drow + (ch * OWC + j) * OP, d);
+#pragma unroll
+            for (int t = 0; t < TM; ++t) {
+#pragma unroll
+              for (int kx = 0; kx < K; ++kx) acc[t][kx] = fmaf(d[t], xv[j * S + kx * D], acc[t][kx]);
+              if (sums_bias) bias[t] += d[t];
+            }
+          }
+        }
+      }
   }
 
-  if constexpr (RG > 1) {
+  // The sum over the row groups, in their order, into this block's row of partials.
+  float* part = partials + std::size_t(blk) * E;
+  const auto put = [&](float* row) {
+    if (!active) return;
 #pragma unroll
-    for (int i = 0; i < TM; ++i) red_s[(rgi * MT + mg * TM + i) * KT + kl] = acc[i];
-    __syncthreads();
-    if (rgi == 0)
-      for (int g = 1; g < RG; ++g)
+    for (int t = 0; t < TM; ++t) {
+      const int o = og * TM + t;
+      if (o >= G::Out) continue;
 #pragma unroll
-        for (int i = 0; i < TM; ++i) acc[i] += red_s[(g * MT + mg * TM + i) * KT + kl];
-  }
-  if (rgi == 0 && (is_w || is_bias)) {
-    float* part = partials + std::size_t(blk) * Cfg::E;
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int o = o0 + mg * TM + i;
-      if (o < G::Out) part[is_w ? o * CKK + k : G::Out * CKK + o] = acc[i];
+      for (int kx = 0; kx < K; ++kx) row[o * CKK + (c * K + ky) * K + kx] = acc[t][kx];
+      if (sums_bias) row[G::Out * CKK + o] = bias[t];
     }
+  };
+  if constexpr (RG > 1) {
+    __syncthreads();  // every thread has finished reading x_s and dy_s
+    put(red_s + rgi * E);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += T) {
+      float s = red_s[e];
+#pragma unroll
+      for (int g = 1; g < RG; ++g) s += red_s[g * E + e];
+      part[e] = s;
+    }
+  } else {
+    put(part);
   }
 }
 

@@ -165,35 +165,25 @@ kernel_conv_group_dgrad_gather(const float* __restrict__ w, Load ld, float* __re
 }
 
 // Weight and bias gradients: the stage-1 blocks of conv_direct.cuh, then the sum of their partials
-// finished by the blocks themselves (finish_splits), one ticket set per (k tile, o tile).
+// finished by the blocks themselves (finish_splits, kernels/reduce.cuh).
 template <class G, class Load>
 __global__ void __launch_bounds__(ConvWgrad<G>::threads)
 kernel_conv_group_wgrad(const float* __restrict__ x,  // [batch][C][H][W]
                         Load ld,                      // ConvGroupGrad
                         float* __restrict__ partials,  // [gridDim.x][E]
                         float* __restrict__ group_sums,  // [groups][E]
-                        unsigned* __restrict__ tickets,  // per tile, group_tickets(gridDim.x)
+                        unsigned* __restrict__ tickets,  // group_tickets(gridDim.x)
                         int units,
                         float* __restrict__ dw,  // [Out][C·K·K]
                         float* __restrict__ db)  // [Out]
 {
-  using Cfg = ConvWgrad<G>;
-  constexpr int KT = Cfg::ktile, MT = Cfg::mt, CKK = G::CKK;
+  constexpr int E = ConvWgrad<G>::E, W = G::Out * G::CKK;
   conv_backward_weights_block<G>(PlainLoad<G::C, G::H, G::W>{x}, ld, partials, units);
-  const int k0 = int(blockIdx.y) * KT, o0 = int(blockIdx.z) * MT;
-  const int tile = int(blockIdx.y * gridDim.z + blockIdx.z);
-  const int splits = int(gridDim.x);
   finish_splits(
-      partials, group_sums, tickets + std::size_t(tile) * group_tickets(splits), Cfg::E, int(blockIdx.x), splits,
-      MT * KT,
-      [&](int e) {
-        const int o = o0 + e / KT, k = k0 + e % KT;
-        if (o >= G::Out || k > CKK) return -1;
-        return k < CKK ? o * CKK + k : G::Out * CKK + o;
-      },
+      partials, group_sums, tickets, E, int(blockIdx.x), int(gridDim.x), E, [](int e) { return e; },
       [&](int col, float v) {
-        if (col < G::Out * CKK) dw[col] = v;
-        else db[col - G::Out * CKK] = v;
+        if (col < W) dw[col] = v;
+        else db[col - W] = v;
       });
 }
 
@@ -234,8 +224,7 @@ struct cuda_conv_group {
     return std::size_t(rows) * std::size_t(Wg::E);
   }
   static constexpr std::size_t ticket_count(int max_batch) {
-    return std::size_t(Wg::k_tiles) * Wg::m_tiles *
-           std::size_t(kernels::max_over(Wg::partials(max_batch), [](int s) { return kernels::group_tickets(s); }));
+    return std::size_t(kernels::max_over(Wg::partials(max_batch), [](int s) { return kernels::group_tickets(s); }));
   }
 
   // y: the group's output; keep: null in evaluation, else where training keeps what backward needs.
@@ -261,8 +250,7 @@ struct cuda_conv_group {
                                   " tickets, but the CudaContext provides " + std::to_string(ctx.ticket_count));
     const Grad grad{dy, y, keep};
     const int splits = Wg::partials(batch);
-    const dim3 grid(unsigned(splits), Wg::k_tiles, Wg::m_tiles);
-    kernels::kernel_conv_group_wgrad<G, Grad><<<grid, Wg::threads, 0, ctx.stream>>>(
+    kernels::kernel_conv_group_wgrad<G, Grad><<<unsigned(splits), Wg::threads, 0, ctx.stream>>>(
         x, grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets, int(Wg::units(batch)), dw,
         db);
     CTNN_CHECK_LAUNCH();

@@ -83,7 +83,7 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
 // order. The `splits` blocks that share one tile of a result each write their partial sums of the
 // tile's columns to row `split` of `partials` ([splits][E]) and then call finish_splits. Rows are
 // summed in groups of `group` consecutive rows (group_for(splits)): the last block of a group to
-// arrive (an integer ticket, atomicAdd on a counter: the only atomics, and on integers) adds its
+// arrive (an integer ticket, an atomic add on a counter: the only atomics, and on integers) adds its
 // group's rows in increasing order, into row g of `group_sums` ([groups][E]) or, with one group,
 // straight into the result; with several groups, the last group to finish adds their rows in
 // increasing order. Which block arrives last changes nothing: every sum has a fixed order.
@@ -93,7 +93,7 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
 // The tile has `count` columns; col_of(e) is the e-th one's index in a row of E (or −1: none);
 // out(col, value) stores a finished sum. Every thread of the block calls finish_splits.
 inline constexpr int group_for(int splits) {
-  if (splits <= 16) return splits > 0 ? splits : 1;
+  if (splits <= 32) return splits > 0 ? splits : 1;
   int g = 1;
   while (g * g < splits) ++g;
   return g;
@@ -101,11 +101,12 @@ inline constexpr int group_for(int splits) {
 inline constexpr int group_tickets(int splits) { return 1 + ceil_div(splits, group_for(splits)); }
 
 // For each of the block's columns, rows[r0..r1) of `rows` ([·][E]) summed in increasing order, then
-// put(col, sum). A thread takes 8 columns at a time, so 8 loads (times the unrolling) are in flight.
+// put(col, sum). A thread takes CPT columns at a time and loads RPT rows of them before adding any,
+// so that a group's rows cost about one round trip to L2, not one per row.
 template <class ColOf, class Put>
 __device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
                                          const Put& put) {
-  constexpr int CPT = 8;
+  constexpr int CPT = 4, RPT = 16;
   for (int e0 = threadIdx.x; e0 < count; e0 += CPT * int(blockDim.x)) {
     int col[CPT];
     float s[CPT];
@@ -115,15 +116,33 @@ __device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r
       col[j] = e < count ? col_of(e) : -1;
       s[j] = 0.f;
     }
-#pragma unroll 2
-    for (int r = r0; r < r1; ++r)
+    for (int r = r0; r < r1; r += RPT) {
+      float v[RPT][CPT];
 #pragma unroll
-      for (int j = 0; j < CPT; ++j)
-        if (col[j] >= 0) s[j] += __ldcg(rows + std::size_t(r) * E + col[j]);
+      for (int i = 0; i < RPT; ++i)
+#pragma unroll
+        for (int j = 0; j < CPT; ++j)
+          v[i][j] = r + i < r1 && col[j] >= 0 ? __ldcg(rows + std::size_t(r + i) * E + col[j]) : 0.f;
+#pragma unroll
+      for (int i = 0; i < RPT; ++i)
+#pragma unroll
+        for (int j = 0; j < CPT; ++j)
+          if (r + i < r1) s[j] += v[i][j];
+    }
 #pragma unroll
     for (int j = 0; j < CPT; ++j)
       if (col[j] >= 0) put(col[j], s[j]);
   }
+}
+
+// Thread 0 takes a ticket: the counter's old value. Release: the block's stores before the
+// __syncthreads that precedes it are visible to whoever acquires the counter after it; acquire: what
+// the earlier ticket holders released is visible to this block after the __syncthreads that follows.
+// (Cheaper than __threadfence, a sequentially consistent fence.)
+__device__ __forceinline__ unsigned take_ticket(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
 }
 
 template <class ColOf, class Out>
@@ -132,31 +151,27 @@ __device__ void finish_splits(const float* partials, float* group_sums, unsigned
   __shared__ int last_s;
   const int group = group_for(splits), groups = ceil_div(splits, group);
   const int g = split / group, r0 = g * group, r1 = min_of(r0 + group, splits);
-  __threadfence();  // this block's partial row, visible to whichever block sums it
-  __syncthreads();
+  __syncthreads();  // this block's partial row written
   if (threadIdx.x == 0) {
-    const bool last = atomicAdd(tickets + 1 + g, 1u) == unsigned(r1 - r0 - 1);
+    const bool last = take_ticket(tickets + 1 + g) == unsigned(r1 - r0 - 1);
     if (last) tickets[1 + g] = 0u;  // every block of the group has taken its ticket
     last_s = last;
   }
   __syncthreads();
   if (!last_s) return;  // uniform over the block
-  __threadfence();
   sum_rows(partials, E, r0, r1, count, col_of, [&](int col, float s) {
     if (groups == 1) out(col, s);
     else group_sums[std::size_t(g) * E + col] = s;
   });
   if (groups == 1) return;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const bool last = atomicAdd(tickets, 1u) == unsigned(groups - 1);
+    const bool last = take_ticket(tickets) == unsigned(groups - 1);
     if (last) tickets[0] = 0u;
     last_s = last;
   }
   __syncthreads();
   if (!last_s) return;
-  __threadfence();
   sum_rows(group_sums, E, 0, groups, count, col_of, out);
 }
 
