@@ -64,15 +64,15 @@ struct PlainStore {
 // convolution of dy, padded by D·(K−1) − P, with the kernel rotated by 180° and its input and output
 // channels swapped. Then G describes that convolution (G::C = the layer's Out, G::Out = the layer's
 // C), w is the layer's weight [G::C][G::Out][K][K], and there is no bias.
-template <class G, int PQ = 1>
+template <class G, int PQ = 1, bool Sliced = false>
 struct ConvDirect {
-  static constexpr int threads = 128;
+  static constexpr int slice_threads = 128;  // threads per channel slice (below)
   static constexpr int ocpt = G::Out <= 8 ? G::Out : 4;  // output channels per thread
   static constexpr int groups = ceil_div(G::Out, ocpt);  // channel groups per pixel
   static constexpr int oc_padded = groups * ocpt;
   static constexpr int QH = G::OH / PQ, QW = G::OW / PQ;  // pixel blocks (PQ × PQ pixels each)
   // About one (pixel block, channel group) item per thread, balanced over the row tiles.
-  static constexpr int rows_wanted = clamp_to(threads / (QW * groups), 1, QH);
+  static constexpr int rows_wanted = clamp_to(slice_threads / (QW * groups), 1, QH);
   static constexpr int tiles = ceil_div(QH, rows_wanted);
   static constexpr int rows = ceil_div(QH, tiles);
   static constexpr int items = rows * QW * groups;
@@ -80,7 +80,24 @@ struct ConvDirect {
   static constexpr int in_cols = (QW * PQ - 1) * G::S + G::span;
   static constexpr int in_floats = round_up(G::C * in_rows * in_cols, 4);
   static constexpr int w_floats = G::CKK * oc_padded;
-  static constexpr int smem_floats = in_floats + w_floats + oc_padded;
+  static constexpr int acc_floats = PQ * PQ * ocpt;  // one item's sums
+  // Channel slices (Sliced, the backward-data pass only: the forward's sums keep the implicit GEMM's
+  // order, so that both give the same bits): when a block's items leave most of 512 threads idle,
+  // `cs` slices of threads each sum an item over a contiguous share of the input channels (a shorter
+  // chain of dependent FMAs), and their sums are added in slice order at the end.
+  static constexpr int smem_for(int slices) {
+    return in_floats + w_floats + oc_padded + (slices > 1 ? slices * items * acc_floats : 0);
+  }
+  static constexpr int cs = [] {
+    if (!Sliced) return 1;
+    int s = clamp_to(512 / round_up(items, 32), 1, min_of(G::C, 4));
+    s = ceil_div(G::C, ceil_div(G::C, s));  // balanced: every slice has channels
+    while (s > 1 && smem_for(s) > smem_limit_floats) --s;
+    return s;
+  }();
+  static constexpr int c_per_slice = ceil_div(G::C, cs);
+  static constexpr int threads = slice_threads * cs;
+  static constexpr int smem_floats = smem_for(cs);
   static constexpr bool fits = smem_floats <= smem_limit_floats;
 };
 
@@ -90,7 +107,7 @@ template <class G, bool Flip, int PQ, class Load, class Store>
 __device__ __forceinline__ void conv_forward_direct_block(const float* __restrict__ w,  // see kernel_conv_forward_direct
                                                           const float* __restrict__ b,
                                                           const Load& ld, const Store& st) {
-  using Cfg = ConvDirect<G, PQ>;
+  using Cfg = ConvDirect<G, PQ, Flip>;
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
   static_assert(Cfg::fits, "ctnn: the direct convolution's input rows and weights exceed 48 KB of "
@@ -98,11 +115,12 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   static_assert(PQ >= 1 && Cfg::QH >= 1 && Cfg::QW >= 1, "at least one pixel block");
   static_assert(Cfg::rows >= 1 && Cfg::rows * Cfg::tiles >= Cfg::QH, "row tiles cover the output");
   constexpr int C = G::C, H = G::H, W = G::W, K = G::K, S = G::S, D = G::D, QW = Cfg::QW;
-  constexpr int OCPT = Cfg::ocpt, IR = Cfg::in_rows, IC = Cfg::in_cols;
+  constexpr int OCPT = Cfg::ocpt, IR = Cfg::in_rows, IC = Cfg::in_cols, CS = Cfg::cs;
 
   __shared__ __align__(16) float in_s[Cfg::in_floats];   // (C, IR, IC), zero outside the input
   __shared__ __align__(16) float w_s[Cfg::w_floats];     // (groups, C·K·K, OCPT)
   __shared__ __align__(16) float b_s[Cfg::oc_padded];    // (groups·OCPT)
+  __shared__ __align__(16) float part_s[CS > 1 ? CS * Cfg::items * Cfg::acc_floats : 1];  // (CS, items, PQ·PQ, OCPT)
 
   const int tile = int(blockIdx.x % unsigned(Cfg::tiles));
   const std::size_t n = blockIdx.x / unsigned(Cfg::tiles);
@@ -131,16 +149,24 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   }
   __syncthreads();
 
-  for (int item = threadIdx.x; item < Cfg::items; item += Cfg::threads) {
+  // Slice `slice` sums input channels [c_lo, c_hi); slice 0 starts from the bias.
+  const int slice = int(threadIdx.x) / Cfg::slice_threads;
+  const int c_lo = slice * Cfg::c_per_slice, c_hi = min_of(C, c_lo + Cfg::c_per_slice);
+  for (int item = int(threadIdx.x) % Cfg::slice_threads; item < Cfg::items; item += Cfg::slice_threads) {
     const int g = item / (Cfg::rows * QW), p = item % (Cfg::rows * QW);
     const int ty = p / QW, qx = p % QW, qy = qy0 + ty;
-    if (qy >= Cfg::QH) continue;  // last tile may be short; no barrier follows
+    if (qy >= Cfg::QH) continue;  // last tile may be short
     float acc[PQ * PQ][OCPT];
 #pragma unroll
-    for (int q = 0; q < PQ * PQ; ++q) load_shared(b_s + g * OCPT, acc[q]);
+    for (int q = 0; q < PQ * PQ; ++q) {
+      if (slice == 0) load_shared(b_s + g * OCPT, acc[q]);
+      else
+#pragma unroll
+        for (int j = 0; j < OCPT; ++j) acc[q][j] = 0.f;
+    }
     const float* in_p = in_s + ty * PQ * S * IC + qx * PQ * S;  // top-left tap of the block's first window
     const float* w_g = w_s + g * G::CKK * OCPT;
-    for (int c = 0; c < C; ++c) {
+    for (int c = c_lo; c < c_hi; ++c) {
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
 #pragma unroll
@@ -158,12 +184,39 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
         }
       }
     }
-    st(n, g * OCPT, qy, qx, acc);
+    if constexpr (CS == 1) {
+      st(n, g * OCPT, qy, qx, acc);
+    } else {
+      float* part = part_s + (slice * Cfg::items + item) * Cfg::acc_floats;
+#pragma unroll
+      for (int q = 0; q < PQ * PQ; ++q)
+#pragma unroll
+        for (int j = 0; j < OCPT; ++j) part[q * OCPT + j] = acc[q][j];
+    }
+  }
+  if constexpr (CS > 1) {  // the slices' sums, in slice order
+    __syncthreads();
+    for (int item = threadIdx.x; item < Cfg::items; item += Cfg::threads) {
+      const int g = item / (Cfg::rows * QW), p = item % (Cfg::rows * QW);
+      const int qy = qy0 + p / QW, qx = p % QW;
+      if (qy >= Cfg::QH) continue;
+      float acc[PQ * PQ][OCPT];
+#pragma unroll
+      for (int q = 0; q < PQ * PQ; ++q)
+#pragma unroll
+        for (int j = 0; j < OCPT; ++j) {
+          float v = part_s[item * Cfg::acc_floats + q * OCPT + j];
+#pragma unroll
+          for (int sl = 1; sl < CS; ++sl) v += part_s[(sl * Cfg::items + item) * Cfg::acc_floats + q * OCPT + j];
+          acc[q][j] = v;
+        }
+      st(n, g * OCPT, qy, qx, acc);
+    }
   }
 }
 
 template <class G, bool Flip = false>
-__global__ void __launch_bounds__(ConvDirect<G>::threads)
+__global__ void __launch_bounds__(ConvDirect<G, 1, Flip>::threads)
 kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][Out][K][K] with Flip)
                            const float* __restrict__ b,  // [Out] (unused with Flip)
                            const float* __restrict__ x,  // [batch][C][H][W]
@@ -187,7 +240,7 @@ template <class G>
 constexpr bool conv_dgrad_by_flip() {
   if constexpr (G::S == 1 && G::P <= G::D * (G::K - 1)) {
     static_assert(ConvDgradDims<G>::OH == G::H && ConvDgradDims<G>::OW == G::W, "dx has the input's shape");
-    return ConvDirect<ConvDgradDims<G>>::fits;
+    return ConvDirect<ConvDgradDims<G>, 1, true>::fits;
   } else {
     return false;
   }

@@ -93,7 +93,7 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
 // The tile has `count` columns; col_of(e) is the e-th one's index in a row of E (or −1: none);
 // out(col, value) stores a finished sum. Every thread of the block calls finish_splits.
 inline constexpr int group_for(int splits) {
-  if (splits <= 32) return splits > 0 ? splits : 1;
+  if (splits <= 16) return splits > 0 ? splits : 1;
   int g = 1;
   while (g * g < splits) ++g;
   return g;
