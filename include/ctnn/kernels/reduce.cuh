@@ -106,7 +106,7 @@ inline constexpr int group_tickets(int splits) { return 1 + ceil_div(splits, gro
 template <class ColOf, class Put>
 __device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
                                          const Put& put) {
-  constexpr int CPT = 4, RPT = 16;
+  constexpr int CPT = 8, RPT = 4;
   for (int e0 = threadIdx.x; e0 < count; e0 += CPT * int(blockDim.x)) {
     int col[CPT];
     float s[CPT];
