@@ -101,8 +101,8 @@ inline constexpr int group_for(int splits) {
 inline constexpr int group_tickets(int splits) { return 1 + ceil_div(splits, group_for(splits)); }
 
 // For each of the block's columns, rows[r0..r1) of `rows` ([·][E]) summed in increasing order, then
-// put(col, sum). A thread takes CPT columns at a time and loads RPT rows of them before adding any,
-// so that a group's rows cost about one round trip to L2, not one per row.
+// put(col, sum). A thread takes CPT columns at a time and loads RPT rows of them before adding any:
+// CPT·RPT loads in flight, so that a group's rows cost a few round trips to L2, not one per row.
 template <class ColOf, class Put>
 __device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
                                          const Put& put) {
