@@ -403,6 +403,7 @@ struct ConvWgrad {
 #endif
   static constexpr int rg = clamp_to(min_of(threads_wanted / role_threads, smem_limit_floats / E), 1, G::OH);
   static constexpr int threads = role_threads * rg;
+  static constexpr int min_blocks = max_of(1, 1024 / threads);  // registers for two blocks of 512 per SM
   // Output pixels per register chunk of a row (the inner loop is unrolled over them: ≤ 512 FMAs).
   static constexpr int owc = [] {
     const int c = clamp_to(512 / (tm * G::K), 1, G::OW);
@@ -563,7 +564,7 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
 }
 
 template <class G>
-__global__ void __launch_bounds__(ConvWgrad<G>::threads)
+__global__ void __launch_bounds__(ConvWgrad<G>::threads, ConvWgrad<G>::min_blocks)
 kernel_conv_backward_weights(const float* __restrict__ x,   // [batch][C][H][W]
                              const float* __restrict__ dy,  // [batch][Out][OH][OW]
                              float* __restrict__ partials,  // [gridDim.x][E]

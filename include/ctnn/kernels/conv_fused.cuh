@@ -167,7 +167,7 @@ kernel_conv_group_dgrad_gather(const float* __restrict__ w, Load ld, float* __re
 // Weight and bias gradients: the stage-1 blocks of conv_direct.cuh, then the sum of their partials
 // finished by the blocks themselves (finish_splits, kernels/reduce.cuh).
 template <class G, class Load>
-__global__ void __launch_bounds__(ConvWgrad<G>::threads)
+__global__ void __launch_bounds__(ConvWgrad<G>::threads, ConvWgrad<G>::min_blocks)
 kernel_conv_group_wgrad(const float* __restrict__ x,  // [batch][C][H][W]
                         Load ld,                      // ConvGroupGrad
                         float* __restrict__ partials,  // [gridDim.x][E]
