@@ -119,7 +119,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       else kernels::launch_conv_dgrad_gemm_auto<dims>(ctx.stream, w, dy, dx, batch);
     } else if constexpr (kernels::conv_dgrad_by_flip<dims>()) {
       using DG = kernels::ConvDgradDims<dims>;
-      using Cfg = kernels::ConvDirect<DG, 1, true>;
+      using Cfg = kernels::ConvDirectFlipped<DG>;
       const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_forward_direct<DG, true><<<grid, Cfg::threads, 0, ctx.stream>>>(w, nullptr, dy, dx);
       CTNN_CHECK_LAUNCH();

@@ -101,6 +101,10 @@ struct ConvDirect {
   static constexpr bool fits = smem_floats <= smem_limit_floats;
 };
 
+// The flipped forward that computes backward data (its sums split over channel slices).
+template <class DG>
+using ConvDirectFlipped = ConvDirect<DG, 1, true>;
+
 // The body of the direct forward kernels: ld(n, c, iy, ix) reads the input, st(n, o0, qy, qx, acc)
 // takes the results of pixel block (qy, qx), acc[py·PQ + px][j] for channel o0 + j.
 template <class G, bool Flip, int PQ, class Load, class Store>
@@ -149,12 +153,20 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   }
   __syncthreads();
 
+  // Item → (channel group g, row ty of the tile, pixel block qx).
+  struct Item {
+    int g, ty, qx;
+  };
+  const auto item_at = [](int item) {
+    const int p = item % (Cfg::rows * QW);
+    return Item{item / (Cfg::rows * QW), p / QW, p % QW};
+  };
   // Slice `slice` sums input channels [c_lo, c_hi); slice 0 starts from the bias.
   const int slice = int(threadIdx.x) / Cfg::slice_threads;
   const int c_lo = slice * Cfg::c_per_slice, c_hi = min_of(C, c_lo + Cfg::c_per_slice);
   for (int item = int(threadIdx.x) % Cfg::slice_threads; item < Cfg::items; item += Cfg::slice_threads) {
-    const int g = item / (Cfg::rows * QW), p = item % (Cfg::rows * QW);
-    const int ty = p / QW, qx = p % QW, qy = qy0 + ty;
+    const auto [g, ty, qx] = item_at(item);
+    const int qy = qy0 + ty;
     if (qy >= Cfg::QH) continue;  // last tile may be short
     float acc[PQ * PQ][OCPT];
 #pragma unroll
@@ -197,8 +209,8 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   if constexpr (CS > 1) {  // the slices' sums, in slice order
     __syncthreads();
     for (int item = threadIdx.x; item < Cfg::items; item += Cfg::threads) {
-      const int g = item / (Cfg::rows * QW), p = item % (Cfg::rows * QW);
-      const int qy = qy0 + p / QW, qx = p % QW;
+      const auto [g, ty, qx] = item_at(item);
+      const int qy = qy0 + ty;
       if (qy >= Cfg::QH) continue;
       float acc[PQ * PQ][OCPT];
 #pragma unroll
@@ -240,7 +252,7 @@ template <class G>
 constexpr bool conv_dgrad_by_flip() {
   if constexpr (G::S == 1 && G::P <= G::D * (G::K - 1)) {
     static_assert(ConvDgradDims<G>::OH == G::H && ConvDgradDims<G>::OW == G::W, "dx has the input's shape");
-    return ConvDirect<ConvDgradDims<G>, 1, true>::fits;
+    return ConvDirectFlipped<ConvDgradDims<G>>::fits;
   } else {
     return false;
   }
@@ -490,24 +502,25 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
     constexpr int NX = G::C * XR * XW, N = NX + G::Out * ROWS * OW;
     for (int e0 = threadIdx.x; e0 < N; e0 += 8 * T) {
       float v[8];
+      int to[8];  // where v[i] goes in smem (x_s or dy_s), or −1
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int e = e0 + i * T;
-        v[i] = 0.f;
+        v[i] = 0.f, to[i] = -1;
         if (e < NX) {
-          const int cc = e / (XR * XW), iy = oy0 * S - G::P + (e / XW) % XR, ix = e % XW - G::P;
+          const int cc = e / (XR * XW), r = (e / XW) % XR, j = e % XW;
+          const int iy = oy0 * S - G::P + r, ix = j - G::P;
           if (iy >= 0 && iy < G::H && ix >= 0 && ix < G::W) v[i] = ld_x(n, cc, iy, ix);
+          to[i] = (cc * XR + r) * XS + j;
         } else if (e < N) {
           const int o = (e - NX) / (ROWS * OW), p = (e - NX) % (ROWS * OW);
           if (p < nrows * OW) v[i] = ld_dy(n, o, oy0 + p / OW, p % OW);
+          to[i] = Cfg::x_floats + p * OP + o;
         }
       }
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int e = e0 + i * T;
-        if (e < NX) x_s[(e / (XR * XW) * XR + (e / XW) % XR) * XS + e % XW] = v[i];
-        else if (e < N) dy_s[((e - NX) % (ROWS * OW)) * OP + (e - NX) / (ROWS * OW)] = v[i];
-      }
+      for (int i = 0; i < 8; ++i)
+        if (to[i] >= 0) smem[to[i]] = v[i];
     }
     __syncthreads();
     if (active)

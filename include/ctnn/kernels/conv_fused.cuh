@@ -151,7 +151,7 @@ kernel_conv_group_forward(const float* __restrict__ w,  // [Out][C][K][K]
 
 // Backward data, stride 1 (the flipped forward, DG = ConvDgradDims<G>) or any stride (the gather).
 template <class DG, class Load>
-__global__ void __launch_bounds__(ConvDirect<DG, 1, true>::threads)
+__global__ void __launch_bounds__(ConvDirectFlipped<DG>::threads)
 kernel_conv_group_dgrad_flip(const float* __restrict__ w,  // the layer's [Out][C][K][K]
                              Load ld,                      // ConvGroupGrad
                              float* __restrict__ dx)       // [batch][C][H][W]
@@ -256,7 +256,7 @@ struct cuda_conv_group {
     CTNN_CHECK_LAUNCH();
     if (!dx) return;
     if constexpr (kernels::conv_dgrad_by_flip<G>()) {
-      using Cfg = kernels::ConvDirect<DG, 1, true>;
+      using Cfg = kernels::ConvDirectFlipped<DG>;
       const unsigned g = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_group_dgrad_flip<DG, Grad><<<g, Cfg::threads, 0, ctx.stream>>>(w, grad, dx);
     } else {
