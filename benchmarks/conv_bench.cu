@@ -1,6 +1,7 @@
 // Per-layer throughput of the convolution kernels (kernels/conv.cuh): for each layer, batch and
 // direction (forward, backward data, backward weights incl. its second reduction stage) every kernel
-// family that can run it, and the one the rule picks (marked *); for the implicit-GEMM layers also the
+// family that can run it (for stride-1 "same" layers the FP32 staged-patch tiles too), and the one the
+// rule picks (marked *); for the implicit-GEMM layers also the
 // TF32 tensor-core kernels (conv_mma.cuh, Math::tf32: the rule's tile marked *, and tile variants; for
 // stride-1 "same" layers the staged-patch kernels of conv_patch.cuh and the gathering kernel beside them).
 // Prints one table row each:
@@ -153,6 +154,7 @@ void bench(const char* name, std::initializer_list<int> batches) {
   constexpr bool fwd_direct = kernels::ConvDirect<G>::fits;
   constexpr bool dgrad_direct = kernels::conv_dgrad_direct_fits<G>();
   constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
+  constexpr bool patch = kernels::conv_patch_fp32_fits<G>();
   constexpr auto gemm = ConvAlgo::implicit_gemm, direct = ConvAlgo::direct;
   const int max_batch = std::max(batches);
   std::size_t ws_floats = Dev::template workspace_floats_for<gemm>(max_batch);
@@ -173,7 +175,15 @@ void bench(const char* name, std::initializer_list<int> batches) {
     auto dgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "dgrad", k, chosen, time_us(s, f), flops, fp); };
     auto wgr = [&](const char* k, bool chosen, auto&& f) { row(name, n, "wgrad", k, chosen, time_us(s, f), flops, fp); };
     const bool fg = Dev::forward_algo == gemm, dg = Dev::dgrad_algo == gemm, wg = Dev::wgrad_algo == gemm;
-    fwd("gemm(auto tile)", fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+    // "family rule": the implicit-GEMM family's choice (the patch kernel where it fits, else the GEMM's
+    // tile and split rule); "gemm(auto tile)": the GEMM's own rule.
+    fwd(patch ? "family rule (patch)" : "family rule (gemm)", fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+    fwd("gemm(auto tile)", false, [&] { kernels::launch_conv_gemm_auto<Fwd>(s, w.p, b.p, x.p, y.p, n); });
+    if constexpr (patch) {
+      using PF = kernels::ConvPatchFwd<G>;
+      fwd("patch wide 8x8", false, [&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32Wide<PF>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("patch narrow 8x4", false, [&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32Narrow<PF>>(s, w.p, b.p, x.p, y.p, n); });
+    }
     fwd("gemm wide 128", false, [&] {
       kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(s, w.p, b.p, x.p, y.p, n);
     });
@@ -188,7 +198,13 @@ void bench(const char* name, std::initializer_list<int> batches) {
       }
     if constexpr (fwd_direct)
       fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
-    dgr("gemm", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    dgr(patch ? "family rule (patch)" : "family rule (gemm)", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    dgr("gemm(auto tile)", false, [&] { kernels::launch_conv_dgrad_gemm_auto<G>(s, w.p, dy.p, dx.p, n); });
+    if constexpr (patch) {
+      using PD = kernels::ConvPatchDgrad<G>;
+      dgr("patch wide 8x8", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Wide<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+      dgr("patch narrow 8x4", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Narrow<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    }
     if constexpr (kernels::conv_gemm_shaped<G>())
       for (const int k : {1, 2, 4, 8}) {
         const std::string nk = "gemm narrow split " + std::to_string(k), wk = "gemm wide split " + std::to_string(k);

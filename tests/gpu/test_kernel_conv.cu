@@ -1,4 +1,4 @@
-// Conv kernels (kernels/conv.cuh, conv_direct.cuh, conv_gemm.cuh) against the host reference
+// Conv kernels (kernels/conv.cuh, conv_direct.cuh, conv_gemm.cuh, conv_patch_fp32.cuh) against the host reference
 // Conv::bind<In>::forward/backward on fresh random inputs, outputs poisoned first: every kernel family
 // that can run the layer, in each direction (forward; backward data; backward weights and bias), the
 // implicit GEMM with both its tiles, and the rule's choice through forward/backward. Determinism: a
@@ -39,6 +39,7 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   constexpr bool fwd_direct = kernels::ConvDirect<G>::fits;
   constexpr bool dgrad_direct = kernels::conv_dgrad_direct_fits<G>();
   constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
+  constexpr bool patch = kernels::conv_patch_fp32_fits<G>();  // the FP32 staged-patch kernels run it
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
@@ -96,7 +97,20 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_gemm<Fwd, Narrow>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
     };
     const auto y_plan = run([&] { fwd_gemm(fplan.wide, fplan.splits); }, d_y, y_ref, "forward GEMM, the rule's plan");
-    if (Dev::forward_algo == ConvAlgo::implicit_gemm) t(same_bits(y_rule, y_plan, label(batch, "forward (rule) = its plan")));
+    // Stride-1 "same" layers: the rule takes the FP32 patch kernel, which sums in the unsplit GEMM's order.
+    if (Dev::forward_algo == ConvAlgo::implicit_gemm)
+      t(same_bits(y_rule, patch ? y_wide : y_plan, label(batch, patch ? "forward (rule: patch) = GEMM" : "forward (rule) = its plan")));
+    if constexpr (patch) {
+      using PF = kernels::ConvPatchFwd<G>;
+      const auto y_pw = run([&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32Wide<PF>>(
+                                      stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                            d_y, y_ref, "forward patch wide tile");
+      t(same_bits(y_pw, y_wide, label(batch, "forward patch wide = GEMM")));
+      const auto y_pn = run([&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32Narrow<PF>>(
+                                      stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                            d_y, y_ref, "forward patch narrow tile");
+      t(same_bits(y_pn, y_wide, label(batch, "forward patch narrow = GEMM")));
+    }
     if constexpr (fwd_direct) {
       const auto y_direct = run([&] { Dev::template forward_with<ConvAlgo::direct>(ctx, d_w.ptr, d_b.ptr, d_x.ptr,
                                                                                    d_y.ptr, batch); },
@@ -122,9 +136,21 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       if (wide) kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmWide<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
       else kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
     };
-    t(same_bits(run([&] { dgrad_gemm(dplan.wide, dplan.splits); }, d_dx, dx_ref, "backward data GEMM, the rule's plan"),
-                dx_gemm, label(batch, "backward data GEMM (rule) = its plan")));
+    const auto dx_plan = run([&] { dgrad_gemm(dplan.wide, dplan.splits); }, d_dx, dx_ref, "backward data GEMM, the rule's plan");
+    t(same_bits(patch ? dx_wide : dx_plan, dx_gemm,
+                label(batch, patch ? "backward data (rule: patch) = GEMM" : "backward data GEMM (rule) = its plan")));
     if (dplan.splits == 1) t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM (rule, unsplit) = wide")));
+    if constexpr (patch) {
+      using PD = kernels::ConvPatchDgrad<G>;
+      const auto dx_pw = run([&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Wide<PD>>(
+                                       stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data patch wide tile");
+      t(same_bits(dx_pw, dx_wide, label(batch, "backward data patch wide = GEMM")));
+      const auto dx_pn = run([&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Narrow<PD>>(
+                                       stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data patch narrow tile");
+      t(same_bits(dx_pn, dx_wide, label(batch, "backward data patch narrow = GEMM")));
+    }
 
     // Split-K over clusters of 2, 4 and 8 blocks, both tiles, both directions: each split sums its
     // range of k, the partials are added in split order (so not the unsplit bits); two runs, same bits.
@@ -217,6 +243,10 @@ int main() {
     test_conv<Conv<32, 3, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->32 at 32x32", {1, 37, 64}, 21);
     test_conv<Conv<64, 3, Stride<2>, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->64 stride 2", {1, 37, 64}, 22);
     test_conv<Conv<64, 3, Pad<1>>, Shape<64, 16, 16>>(t, "CIFAR 64->64 at 16x16", {1, 3, 64}, 23);
+    test_conv<Conv<64, 3, Pad<1>>, Shape<32, 16, 16>>(t, "CIFAR 32->64 at 16x16", {1, 5, 64}, 27);
+    // The patch kernels off the CIFAR shapes: a 5x5 window (halo 2), rows past the image in the last row
+    // tile (H = 10 is no multiple of the tiles' rows), partial 32-channel tiles (M = 24, 40), W = 24.
+    test_conv<Conv<40, 5, Pad<2>>, Shape<24, 10, 24>>(t, "patch 5x5 24->40", {1, 3, 37}, 28);
     // The RGB stem of those networks (C = 3: direct, but the GEMM is checked too).
     test_conv<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "CIFAR stem 3->32", {1, 37, 64}, 24);
     // Odd sizes with stride 2: parity classes of different sizes; channels that fill no tile evenly.

@@ -2,10 +2,11 @@
 // Conv on the device: cuda_layer<Conv<...>, In>, which picks for each direction (forward, backward
 // data, backward weights) between the direct kernels of conv_direct.cuh (narrow layers) and the
 // implicit-GEMM kernels of conv_gemm.cuh (layers with >= 16 input and output channels), at compile
-// time from the layer's dimensions. With ctx.math == Math::tf32 the implicit GEMMs run on the TF32
-// tensor cores (conv_mma.cuh; stride-1 "same" layers forward and backward data from a staged input
-// patch, conv_patch.cuh, where its rule picks it); the direct kernels stay FP32. All of them are
-// deterministic (no float atomics).
+// time from the layer's dimensions. In FP32 the implicit-GEMM family runs stride-1 "same" layers
+// forward and backward data from a staged input patch (conv_patch_fp32.cuh, same bits as the GEMM).
+// With ctx.math == Math::tf32 the implicit GEMMs run on the TF32 tensor cores (conv_mma.cuh; the same
+// layers from a staged patch, conv_patch.cuh, where its rule picks it); the direct kernels stay FP32.
+// All of them are deterministic (no float atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
 // w [Out][C][K][K], b [Out].
@@ -19,6 +20,7 @@
 #include "conv_gemm.cuh"
 #include "conv_mma.cuh"
 #include "conv_patch.cuh"
+#include "conv_patch_fp32.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -99,7 +101,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     } else if (ctx.math == Math::tf32) {
       kernels::launch_conv_tf32_forward<dims>(ctx.stream, w, b, x, y, batch);
     } else {
-      kernels::launch_conv_gemm_auto<kernels::ConvFwdGemm<dims>>(ctx.stream, w, b, x, y, batch);
+      kernels::launch_conv_fp32_forward<dims>(ctx.stream, w, b, x, y, batch);
     }
   }
 
@@ -116,7 +118,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? dgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::implicit_gemm) {
       if (ctx.math == Math::tf32) kernels::launch_conv_tf32_dgrad<dims>(ctx.stream, w, dy, dx, batch);
-      else kernels::launch_conv_dgrad_gemm_auto<dims>(ctx.stream, w, dy, dx, batch);
+      else kernels::launch_conv_fp32_dgrad<dims>(ctx.stream, w, dy, dx, batch);
     } else if constexpr (kernels::conv_dgrad_by_flip<dims>()) {
       using DG = kernels::ConvDgradDims<dims>;
       using Cfg = kernels::ConvDirectFlipped<DG>;

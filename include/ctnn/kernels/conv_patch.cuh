@@ -74,20 +74,13 @@ __device__ __forceinline__ void cp_async_f32x4_l1(float* dst_smem, const float* 
 // Smallest y >= x with y ≡ 8 (mod 32).
 constexpr int round_to_8_mod_32(int x) { return x + ((8 - x % 32) + 32) % 32; }
 
-// --- Tile ----------------------------------------------------------------------------------------------
-// BM output channels × TH output rows (TH_ = 0: 64 columns per warp of 32 rows, so 64 accumulators
-// per thread), Warps_ warps as WM × WN (WM_ = 0: 32 rows per warp); the weights copied through L1 (the
-// blocks of an SM that share a BM tile read the same ones), unless !L1Weights_.
-template <class Pb, int BM_, int TH_ = 0, int Stages_ = 3, int WM_ = 0, bool L1Weights_ = true, int Warps_ = 4>
-struct ConvPatchTile {
-  static constexpr int BM = BM_, stages = Stages_, threads = 32 * Warps_, CK = 8;  // CK: channels per step
-  static constexpr int WM = WM_ > 0 ? WM_ : BM / 32, WN = Warps_ / WM;
+// --- Staging layout (shared by the TF32 kernel here and the FP32 one of conv_patch_fp32.cuh) -----------
+// One stage holds the weights of BM output rows for CK = 8 reduced channels (a_floats) and the patch of
+// those channels for TH output rows (b_floats); Threads copy them.
+template <class Pb, int BM_, int TH_, int Stages_, int Threads_, bool L1Weights_>
+struct ConvPatchLayout {
+  static constexpr int BM = BM_, TH = TH_, stages = Stages_, threads = Threads_, CK = 8;  // CK: channels per step
   static constexpr bool l1_weights = L1Weights_;
-  static constexpr int columns = 64 * WN * WM * 32 / BM;
-  static constexpr int TH = TH_ > 0 ? TH_
-                                    : (Pb::H < columns / Pb::W ? ceil_div(Pb::H, WN) * WN
-                                                               : max_of(WN, ceil_div(columns / Pb::W, WN) * WN));
-  static constexpr int BN = TH * Pb::W, MI = BM / WM / 16, NJ = TH / WN * (Pb::W / 8);
   static constexpr int KK = Pb::K * Pb::K;
   static constexpr int PR = TH + Pb::K - 1, RS = Pb::W + 8, CS = round_to_8_mod_32(PR * RS);
   static constexpr int AS = CK * KK + 4;                     // forward weights: row stride
@@ -95,16 +88,94 @@ struct ConvPatchTile {
   static constexpr int a_floats = Pb::dgrad ? CK * OS : BM * AS, b_floats = CK * CS;
   static constexpr int smem_bytes = stages * (a_floats + b_floats) * 4;
   static constexpr int row_tiles = ceil_div(Pb::H, TH), steps = Pb::SC / CK;
+  static_assert(Pb::SC % CK == 0 && Pb::M % 4 == 0 && Pb::W % 8 == 0, "see conv_patch_fits");
+  static_assert(stages >= 2, "double buffering at least");
+  static_assert(smem_bytes <= 227 * 1024, "the shared memory of one block on sm_90");
+  // What the rules take: two blocks per SM on Hopper (228 KB per SM). Larger tiles (a 5×5 window's
+  // weights with 64 rows) run only when forced (tests, benchmarks).
+  static constexpr bool within_budget = smem_bytes <= 100 * 1024;
+};
+
+// The patch's halo and its rows outside the image are zero in every stage, written once before the
+// pipeline: the copies of conv_patch_load_step never touch them (the pipeline's first __syncthreads
+// orders these stores).
+template <class Pb, class T>
+__device__ __forceinline__ void conv_patch_zero_halo(float* Bs, int y0) {
+  constexpr int PR = T::PR, RS = T::RS, CS = T::CS, CK = T::CK, W = Pb::W;
+  for (int line = threadIdx.x; line < T::stages * CK * PR; line += T::threads) {
+    const int r = line % PR, y = y0 - Pb::P + r;
+    float* row = Bs + (line / (CK * PR)) * T::b_floats + (line / PR % CK) * CS + r * RS;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    *reinterpret_cast<float4*>(row) = zero;
+    *reinterpret_cast<float4*>(row + 4 + W) = zero;
+    if (y < 0 || y >= Pb::H)
+      for (int v = 1; v <= W / 4; ++v) *reinterpret_cast<float4*>(row + 4 * v) = zero;
+  }
+}
+
+// Copies (cp.async, 16 bytes each) the weights and the patch of channel step `step` into stage
+// `stage` (As, Bs: the stages' bases), for output rows m0 .. m0 + BM and output rows y0 .. y0 + TH of
+// the sample whose source is src_n.
+template <class Pb, class T>
+__device__ __forceinline__ void conv_patch_load_step(float* As, float* Bs, int stage, int step, const float* w,
+                                                     const float* src_n, int m0, int y0) {
+  constexpr int BM = T::BM, NT = T::threads, CK = T::CK, KK = T::KK, W4 = Pb::W / 4, PR = T::PR;
+  constexpr std::size_t plane = std::size_t(Pb::H) * Pb::W;
+  auto copy_weights = [](float* dst, const float* from, bool ok) {
+    if constexpr (T::l1_weights) cp_async_f32x4_l1(dst, from, ok);
+    else cp_async_f32x4(dst, from, ok);
+  };
+  const int c0 = step * CK;
+  float* A = As + stage * T::a_floats;
+  if constexpr (!Pb::dgrad) {
+    constexpr int quads = BM * CK * KK / 4, row_quads = CK * KK / 4;  // CK·KK % 4 == 0
+#pragma unroll
+    for (int j = 0; j < ceil_div(quads, NT); ++j) {
+      const int e = threadIdx.x + j * NT, mm = e / row_quads, v = e % row_quads, m = m0 + mm;
+      const bool ok = m < Pb::M;
+      if (quads % NT == 0 || e < quads)
+        copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (std::size_t(m) * Pb::SC + c0) * KK + 4 * v : 0), ok);
+    }
+  } else {
+    constexpr int run_quads = BM * KK / 4, quads = CK * run_quads;  // per channel o: w[o][m0 ..][K][K]
+#pragma unroll
+    for (int j = 0; j < ceil_div(quads, NT); ++j) {
+      const int e = threadIdx.x + j * NT, o = e / run_quads, v = e % run_quads;
+      const bool ok = m0 * KK + 4 * v < Pb::M * KK;  // M % 4 == 0: a quad is all in or all out
+      if (quads % NT == 0 || e < quads)
+        copy_weights(A + o * T::OS + 4 * v, w + (ok ? (std::size_t(c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
+    }
+  }
+  float* B = Bs + stage * T::b_floats;
+  constexpr int quads = CK * PR * W4;
+#pragma unroll
+  for (int j = 0; j < ceil_div(quads, NT); ++j) {
+    const int e = threadIdx.x + j * NT, v = e % W4, r = e / W4 % PR, c = e / (W4 * PR), y = y0 - Pb::P + r;
+    if ((quads % NT == 0 || e < quads) && y >= 0 && y < Pb::H)
+      cp_async_f32x4(B + c * T::CS + r * T::RS + 4 + 4 * v, src_n + (c0 + c) * plane + y * Pb::W + 4 * v, true);
+  }
+}
+
+// --- Tile ----------------------------------------------------------------------------------------------
+// BM output channels × TH output rows (TH_ = 0: 64 columns per warp of 32 rows, so 64 accumulators
+// per thread), Warps_ warps as WM × WN (WM_ = 0: 32 rows per warp); the weights copied through L1 (the
+// blocks of an SM that share a BM tile read the same ones), unless !L1Weights_.
+template <class Pb, int BM, int Warps, int WM_>
+constexpr int conv_patch_tile_rows() {  // for TH_ = 0
+  constexpr int WM = WM_ > 0 ? WM_ : BM / 32, WN = Warps / WM, columns = 64 * WN * WM * 32 / BM;
+  return Pb::H < columns / Pb::W ? ceil_div(Pb::H, WN) * WN : max_of(WN, ceil_div(columns / Pb::W, WN) * WN);
+}
+template <class Pb, int BM_, int TH_ = 0, int Stages_ = 3, int WM_ = 0, bool L1Weights_ = true, int Warps_ = 4>
+struct ConvPatchTile
+    : ConvPatchLayout<Pb, BM_, (TH_ > 0 ? TH_ : conv_patch_tile_rows<Pb, BM_, Warps_, WM_>()), Stages_, 32 * Warps_,
+                      L1Weights_> {
+  static constexpr int BM = BM_, TH = ConvPatchTile::ConvPatchLayout::TH;
+  static constexpr int WM = WM_ > 0 ? WM_ : BM / 32, WN = Warps_ / WM;
+  static constexpr int BN = TH * Pb::W, MI = BM / WM / 16, NJ = TH / WN * (Pb::W / 8);
   static constexpr int min_blocks = Warps_ == 4 ? 3 : 2;  // at most 168 or 128 registers
   static_assert((BM == 32 || BM == 64) && (WM == 1 || WM == 2) && BM % (16 * WM) == 0, "warps of 16, 32 or 64 rows");
   static_assert(Warps_ == 4 || Warps_ == 8, "4 or 8 warps");
   static_assert(TH % WN == 0, "each warp owns whole output rows");
-  static_assert(Pb::SC % CK == 0 && Pb::M % 4 == 0 && Pb::W % 8 == 0, "see conv_patch_fits");
-  static_assert(stages >= 2, "double buffering at least");
-  static_assert(smem_bytes <= 227 * 1024, "the shared memory of one block on sm_90");
-  // What the rule takes: two blocks per SM on Hopper (228 KB per SM). Larger tiles (a 5×5 window's
-  // weights with 64 rows) run only when forced (tests, benchmarks).
-  static constexpr bool within_budget = smem_bytes <= 100 * 1024;
 };
 
 // --- The kernel ----------------------------------------------------------------------------------------
@@ -116,8 +187,8 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
                   const float* __restrict__ src,   // [batch][SC][H][W]
                   float* __restrict__ out)         // [batch][M][H][W]
 {
-  constexpr int BM = T::BM, NT = T::threads, CK = T::CK, KK = T::KK, K = Pb::K, W = Pb::W, H = Pb::H;
-  constexpr int PR = T::PR, RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ, W4 = W / 4;
+  constexpr int BM = T::BM, KK = T::KK, K = Pb::K, W = Pb::W, H = Pb::H;
+  constexpr int RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ;
   constexpr std::size_t plane = std::size_t(H) * W;
   // Preconditions
   static_assert(T::threads == 32 * T::WM * T::WN, "one warp per (BM / WM) × (TH / WN rows) part");
@@ -127,53 +198,8 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
   const int n = blockIdx.x / T::row_tiles, y0 = (blockIdx.x % T::row_tiles) * T::TH, m0 = blockIdx.y * BM;
   const float* src_n = src + std::size_t(n) * Pb::SC * plane;
 
-  // The patch's halo and its rows outside the image are zero in every stage, written once here: the
-  // copies below never touch them (the pipeline's first __syncthreads orders these stores).
-  for (int line = threadIdx.x; line < T::stages * CK * PR; line += NT) {
-    const int r = line % PR, y = y0 - Pb::P + r;
-    float* row = Bs + (line / (CK * PR)) * T::b_floats + (line / PR % CK) * CS + r * RS;
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    *reinterpret_cast<float4*>(row) = zero;
-    *reinterpret_cast<float4*>(row + 4 + W) = zero;
-    if (y < 0 || y >= H)
-      for (int v = 1; v <= W4; ++v) *reinterpret_cast<float4*>(row + 4 * v) = zero;
-  }
-
-  auto copy_weights = [](float* dst, const float* from, bool ok) {
-    if constexpr (T::l1_weights) cp_async_f32x4_l1(dst, from, ok);
-    else cp_async_f32x4(dst, from, ok);
-  };
-  auto load_step = [&](int stage, int step) {
-    const int c0 = step * CK;
-    float* A = As + stage * T::a_floats;
-    if constexpr (!Pb::dgrad) {
-      constexpr int quads = BM * CK * KK / 4, row_quads = CK * KK / 4;  // CK·KK % 4 == 0
-#pragma unroll
-      for (int j = 0; j < ceil_div(quads, NT); ++j) {
-        const int e = threadIdx.x + j * NT, mm = e / row_quads, v = e % row_quads, m = m0 + mm;
-        const bool ok = m < Pb::M;
-        if (quads % NT == 0 || e < quads)
-          copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (std::size_t(m) * Pb::SC + c0) * KK + 4 * v : 0), ok);
-      }
-    } else {
-      constexpr int run_quads = BM * KK / 4, quads = CK * run_quads;  // per channel o: w[o][m0 ..][K][K]
-#pragma unroll
-      for (int j = 0; j < ceil_div(quads, NT); ++j) {
-        const int e = threadIdx.x + j * NT, o = e / run_quads, v = e % run_quads;
-        const bool ok = m0 * KK + 4 * v < Pb::M * KK;  // M % 4 == 0: a quad is all in or all out
-        if (quads % NT == 0 || e < quads)
-          copy_weights(A + o * T::OS + 4 * v, w + (ok ? (std::size_t(c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
-      }
-    }
-    float* B = Bs + stage * T::b_floats;
-    constexpr int quads = CK * PR * W4;
-#pragma unroll
-    for (int j = 0; j < ceil_div(quads, NT); ++j) {
-      const int e = threadIdx.x + j * NT, v = e % W4, r = e / W4 % PR, c = e / (W4 * PR), y = y0 - Pb::P + r;
-      if ((quads % NT == 0 || e < quads) && y >= 0 && y < H)
-        cp_async_f32x4(B + c * CS + r * RS + 4 + 4 * v, src_n + (c0 + c) * plane + y * W + 4 * v, true);
-    }
-  };
+  conv_patch_zero_halo<Pb, T>(Bs, y0);
+  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, src_n, m0, y0); };
 
   // This lane: mma group g, thread t; the warp's rows mw and first output row (in the tile) yw.
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
@@ -243,20 +269,27 @@ inline bool conv_patch_aligned(const float* w, const float* src, const float* ou
          reinterpret_cast<std::uintptr_t>(out) % 8 == 0;
 }
 
+// Either patch kernel (this one, conv_patch_fp32.cuh's) over batch × row tiles × ceil(M / BM) blocks.
+template <class T, auto Kernel>
+void launch_conv_patch_kernel(int M, cudaStream_t stream, const float* w, const float* bias,
+                              const float* src, float* out, int batch) {
+  const long long blocks = (long long)batch * T::row_tiles;
+  if (blocks > 0x7fffffffLL)
+    throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
+  if (batch <= 0) return;
+  request_dynamic_smem<Kernel, T::smem_bytes>();
+  const dim3 grid{unsigned(blocks), unsigned(ceil_div(M, T::BM))};
+  Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, bias, src, out);
+  CTNN_CHECK_LAUNCH();
+}
+
 template <class Pb, class T>
 void launch_conv_patch(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
                        int batch) {
   if (!conv_patch_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (TF32 patch kernel): weights and source must be 16-byte aligned, "
                                 "the output 8-byte aligned");
-  const long long blocks = (long long)batch * T::row_tiles;
-  if (blocks > 0x7fffffffLL)
-    throw std::invalid_argument("ctnn: Conv (TF32): batch " + std::to_string(batch) + " is too large");
-  if (batch <= 0) return;
-  request_dynamic_smem<kernel_conv_patch<Pb, T>, T::smem_bytes>();
-  const dim3 grid{unsigned(blocks), unsigned(ceil_div(Pb::M, T::BM))};
-  kernel_conv_patch<Pb, T><<<grid, T::threads, T::smem_bytes, stream>>>(w, bias, src, out);
-  CTNN_CHECK_LAUNCH();
+  launch_conv_patch_kernel<T, kernel_conv_patch<Pb, T>>(Pb::M, stream, w, bias, src, out, batch);
 }
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md):
