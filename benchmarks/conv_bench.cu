@@ -159,6 +159,9 @@ void bench(const char* name, std::initializer_list<int> batches) {
   const int max_batch = std::max(batches);
   std::size_t ws_floats = Dev::template workspace_floats_for<gemm>(max_batch);
   if constexpr (wgrad_direct) ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<direct>(max_batch));
+  if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the variants' splits
+    ws_floats = std::max({ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch)});
 
   cudaStream_t s;
   CTNN_CUDA_CHECK(cudaStreamCreate(&s));
@@ -214,7 +217,18 @@ void bench(const char* name, std::initializer_list<int> batches) {
     if constexpr (dgrad_direct)
       dgr(kernels::conv_dgrad_by_flip<G>() ? "direct (flip)" : "direct (gather)", !dg,
           [&] { Dev::template backward_data_with<direct>(ctx, w.p, dy.p, dx.p, n); });
-    wgr("gemm + sum", wg, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
+    wgr(kernels::conv_patch_wgrad_fits<G>() ? "family rule (patch)" : "family rule (gemm)", wg,
+        [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
+    wgr("gemm + sum", false, [&] { kernels::launch_conv_wgrad_gemm<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
+    if constexpr (kernels::conv_patch_wgrad_fits<G>()) {
+      wgr("patch 8 cols + sum", false, [&] { kernels::launch_conv_patch_wgrad<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
+      wgr("patch 4 cols + sum", false, [&] {
+        kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 4, 4>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
+      });
+      wgr("patch 8 ch a thread", false, [&] {
+        kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 8>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
+      });
+    }
     if constexpr (wgrad_direct)
       wgr("direct + sum", !wg, [&] { Dev::template backward_weights_with<direct>(ctx, x.p, dy.p, dw.p, db.p, n); });
     if constexpr (kernels::conv_gemm_shaped<G>()) tf32_rows<L, In>(name, n, ctx, w, b, x, y, dy, dx, dw, db);

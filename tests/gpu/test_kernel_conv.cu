@@ -44,6 +44,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
     ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<ConvAlgo::direct>(max_batch));
+  if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the 4-column variant below
+    ws_floats = std::max(ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch));
   std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d S=%d P=%d D=%d; rule: forward %s, backward data %s, "
               "backward weights %s; workspace %zu floats at batch %d\n",
               name, G::C, G::H, G::W, G::Out, G::OH, G::OW, G::K, G::S, G::P, G::D, algo_name(Dev::forward_algo),
@@ -174,10 +176,9 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
           d_dx, dx_ref, "backward data direct");
 
     // Backward weights and bias (the workspace poisoned too: stage 2 reads only what stage 1 wrote).
-    auto wgrad = [&](auto algo_tag, const char* q) {
-      constexpr ConvAlgo A = decltype(algo_tag)::value;
+    auto wgrad_run = [&](auto&& launch, const char* q) {
       d_dw.poison(), d_db.poison(), ws.poison();
-      Dev::template backward_weights_with<A>(ctx, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch);
+      launch();
       stream.sync();
       std::vector<float> dw = d_dw.download(), db = d_db.download();
       char q2[80];
@@ -188,8 +189,26 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       dw.insert(dw.end(), db.begin(), db.end());
       return dw;
     };
-    wgrad(std::integral_constant<ConvAlgo, ConvAlgo::implicit_gemm>{}, "backward weights GEMM");
+    auto wgrad = [&](auto algo_tag, const char* q) {
+      constexpr ConvAlgo A = decltype(algo_tag)::value;
+      return wgrad_run([&] { Dev::template backward_weights_with<A>(ctx, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch); }, q);
+    };
+    wgrad(std::integral_constant<ConvAlgo, ConvAlgo::implicit_gemm>{}, "backward weights (implicit-GEMM family)");
     if constexpr (wgrad_direct) wgrad(std::integral_constant<ConvAlgo, ConvAlgo::direct>{}, "backward weights direct");
+    if constexpr (kernels::conv_patch_wgrad_fits<G>()) {  // the family runs the patch kernel: the GEMM too
+      wgrad_run([&] { kernels::launch_conv_wgrad_gemm<G>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr, batch); },
+                "backward weights GEMM");
+      const auto p1 = wgrad_run([&] { kernels::launch_conv_patch_wgrad<G>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr,
+                                                                           d_db.ptr, batch); },
+                                "backward weights patch");
+      t(same_bits(wgrad_run([&] { kernels::launch_conv_patch_wgrad<G>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr,
+                                                                       d_db.ptr, batch); },
+                            "backward weights patch, again"),
+                  p1, label(batch, "backward weights patch, second run")));
+      wgrad_run([&] { kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 4, 4>>(stream.s, d_x.ptr, d_dy.ptr,
+                                                                                             ws.ptr, d_dw.ptr, d_db.ptr, batch); },
+                "backward weights patch, 4 columns a thread");
+    }
 
     // The rule through backward(), twice: same bits; with dx = null (a first layer) dx is untouched.
     d_dx.poison(), d_dw.poison(), d_db.poison(), ws.poison();

@@ -2,8 +2,8 @@
 // Conv on the device: cuda_layer<Conv<...>, In>, which picks for each direction (forward, backward
 // data, backward weights) between the direct kernels of conv_direct.cuh (narrow layers) and the
 // implicit-GEMM kernels of conv_gemm.cuh (layers with >= 16 input and output channels), at compile
-// time from the layer's dimensions. In FP32 the implicit-GEMM family runs stride-1 "same" layers
-// forward and backward data from a staged input patch (conv_patch_fp32.cuh, same bits as the GEMM).
+// time from the layer's dimensions. In FP32 the implicit-GEMM family runs stride-1 "same" layers from a
+// staged input patch (conv_patch_fp32.cuh; forward and backward data with the GEMM's bits).
 // With ctx.math == Math::tf32 the implicit GEMMs run on the TF32 tensor cores (conv_mma.cuh; the same
 // layers from a staged patch, conv_patch.cuh, where its rule picks it); the direct kernels stay FP32.
 // All of them are deterministic (no float atomics).
@@ -81,8 +81,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? wgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::direct) return kernels::ConvWgrad<dims>::workspace_floats(max_batch);
     else
-      return kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
-                             kernels::ConvWgradMma<dims>::workspace_floats(max_batch));
+      return kernels::max_of(kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
+                                             kernels::ConvWgradMma<dims>::workspace_floats(max_batch)),
+                             kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch));
   }
   static constexpr std::size_t workspace_floats(int max_batch) {
     return workspace_floats_for<ConvAlgo::automatic>(max_batch);
@@ -142,7 +143,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     kernels::check_workspace(ctx, workspace_floats_for<algo>(batch), "Conv backward", batch);
     if constexpr (algo == ConvAlgo::implicit_gemm) {
       if (ctx.math == Math::tf32) kernels::launch_conv_wgrad_mma<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
-      else kernels::launch_conv_wgrad_gemm<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+      else kernels::launch_conv_fp32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
     } else {
       using Wg = kernels::ConvWgrad<dims>;
       if (Wg::units(batch) > 0x7fffffffLL)

@@ -21,6 +21,7 @@
 
 #include "conv_gemm.cuh"
 #include "conv_patch.cuh"
+#include "reduce.cuh"
 
 namespace ctnn::kernels {
 
@@ -199,6 +200,212 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
     if (conv_patch_fp32_aligned(w, dy, dx))
       return launch_conv_patch_fp32_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
   launch_conv_dgrad_gemm_auto<G>(stream, w, dy, dx, batch);
+}
+
+// --- Backward weights ----------------------------------------------------------------------------------
+// dW[m][c][ky][kx] = Σ over samples and output pixels of dy[n][m][y][x] · x[n][c][y + ky − P][x + kx − P],
+// db[m] = Σ dy[n][m][y][x], for the same layers (stride 1, "same"). A block owns BM = 4·TM output
+// channels × 8 input channels (all their taps) and a contiguous range of steps; a step is TH whole output
+// rows of one sample, for which it stages (cp.async, 16 bytes each)
+//   dy    the BM channels' TH rows (a contiguous run each), DS = TH·W + 4 floats apart;
+//   x     the 8 channels' TH + K − 1 input rows, zero halo as in conv_patch.cuh (rows outside the image
+//         zero-filled by the copy), channels XS floats apart with XS/4 odd: the 8 channels a quarter warp
+//         reads sit on 8 distinct bank quads.
+// Lane (c = lane % 8, mg = lane / 8) of every warp holds the TM channels m0 + TM·mg + i × the K·K taps of
+// input channel c0 + c; the 4 warps take turns over the step's TN-column row segments. Per segment a
+// thread reads its channel's K input rows (TN + K − 1 values each) once, then per output channel the TN
+// dy values, which feed K·K·TN FMAs (3×3, TM = 4, TN = 8: 20 loads per 288 FMAs). At the end the 4
+// warps' sums are added in warp order and written as the block's partial (dW, then db from the blocks
+// of the first channel tile), which sum_partials adds in split order: deterministic.
+// TM = 4, TN = 8 measured fastest on an H100 (docs/conv_kernels.md): TM = 8 needs more than 128
+// registers (3 blocks per SM) and was 1.2-1.5× slower; TN = 4 within 3%.
+template <class G, int TN_ = 8, int TM_ = 4>
+struct ConvPatchWgrad {
+  static constexpr int TM = TM_, BM = 4 * TM, CK = 8, warps = 4, threads = 32 * warps, TN = TN_;
+  static constexpr int min_blocks = TM == 4 ? 4 : 3;  // at most 128 registers (TM = 8: 168)
+  static constexpr int K = G::K, KK = K * K, P = G::P, W = G::W, H = G::H;
+  static constexpr int PGR = W / TN;  // row segments per output row
+  // Output rows a step: about 4 segments per warp, dividing H.
+  static constexpr int TH = [] {
+    for (int th = max_of(1, warps * 4 / PGR); th > 1; --th)
+      if (H % th == 0) return th;
+    return 1;
+  }();
+  static constexpr int SEGS = TH * PGR, PR = TH + K - 1, RS = W + 8;
+  static constexpr int DS = TH * W + 4, XS = PR * RS + (PR * RS / 4 % 2 == 0 ? 4 : 0);
+  static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
+  static constexpr int red_floats = warps * 32 * (TM * KK + TM);  // the warps' sums at the end
+  static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
+  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * W>;  // a split's "k step" is one step: TH·W pixels
+  static_assert(TN % 4 == 0 && W % TN == 0 && H % TH == 0, "whole 16-byte chunks; steps of whole samples");
+  static constexpr bool fits = conv_patch_fits<G>() && smem_bytes <= 100 * 1024;
+};
+
+template <class G, class T>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
+                        const float* __restrict__ dy,  // [batch][Out][H][W]
+                        float* __restrict__ partials,  // [splits][E]
+                        int per_split, int steps) {
+  constexpr int TM = T::TM, TN = T::TN, K = T::K, KK = T::KK, P = T::P, W = T::W, H = T::H, SL = TN + K - 1;
+  constexpr std::size_t plane = std::size_t(H) * W;
+  float* Ds = conv_mma_smem();               // (stages, d_floats)
+  float* Xs = Ds + T::stages * T::d_floats;  // (stages, x_floats)
+  const int c0 = blockIdx.y * T::CK, m0 = blockIdx.z * T::BM;
+  const int first = blockIdx.x * per_split, count = min_of(per_split, steps - first);
+
+  // The x patch's left and right halo columns: never written by the copies.
+  for (int line = threadIdx.x; line < T::stages * T::CK * T::PR; line += T::threads) {
+    float* row = Xs + (line / (T::CK * T::PR)) * T::x_floats + (line / T::PR % T::CK) * T::XS + (line % T::PR) * T::RS;
+    *reinterpret_cast<float4*>(row) = make_float4(0.f, 0.f, 0.f, 0.f);
+    *reinterpret_cast<float4*>(row + 4 + W) = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  auto load_step = [&](int stage, int t) {
+    const int step = first + t, n = step / (H / T::TH), y0 = step % (H / T::TH) * T::TH;
+    constexpr int d_quads = T::BM * T::TH * W / 4, run_quads = T::TH * W / 4;
+#pragma unroll
+    for (int j = 0; j < ceil_div(d_quads, T::threads); ++j) {
+      const int e = threadIdx.x + j * T::threads, mm = e / run_quads, v = e % run_quads;
+      const bool ok = m0 + mm < G::Out;
+      if (d_quads % T::threads == 0 || e < d_quads)
+        cp_async_f32x4(Ds + stage * T::d_floats + mm * T::DS + 4 * v,
+                       dy + (ok ? (std::size_t(n) * G::Out + m0 + mm) * plane + y0 * W + 4 * v : 0), ok);
+    }
+    constexpr int x_quads = T::CK * T::PR * (W / 4);
+#pragma unroll
+    for (int j = 0; j < ceil_div(x_quads, T::threads); ++j) {
+      const int e = threadIdx.x + j * T::threads, v = e % (W / 4), r = e / (W / 4) % T::PR, c = e / (W / 4 * T::PR);
+      const int y = y0 - P + r;
+      const bool ok = y >= 0 && y < H;
+      if (x_quads % T::threads == 0 || e < x_quads)
+        cp_async_f32x4(Xs + stage * T::x_floats + c * T::XS + r * T::RS + 4 + 4 * v,
+                       x + (ok ? (std::size_t(n) * G::C + c0 + c) * plane + y * W + 4 * v : 0), ok);
+    }
+  };
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % T::CK, mg = lane / T::CK;
+  const bool sums_bias = blockIdx.y == 0;  // the first channel tile's blocks also sum db
+  float acc[TM][KK], bacc[TM];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    bacc[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < KK; ++k) acc[i][k] = 0.f;
+  }
+
+  cp_async_pipeline<T::stages>(count, load_step, [&](int stage) {
+    const float* X = Xs + stage * T::x_floats + c * T::XS + 4 - P;  // input column −P of row 0
+    const float* D = Ds + stage * T::d_floats + mg * TM * T::DS;
+#pragma unroll
+    for (int s0 = 0; s0 < T::SEGS; s0 += T::warps) {
+      const int seg = s0 + warp;
+      if (T::SEGS % T::warps != 0 && seg >= T::SEGS) break;
+      const int yl = seg / T::PGR, x0 = seg % T::PGR * TN;
+      float xs[K][SL];
+#pragma unroll
+      for (int ky = 0; ky < K; ++ky) {
+        const float* row = X + (yl + ky) * T::RS + x0;
+#pragma unroll
+        for (int q = 0; q < TN / 4; ++q) {  // row + P is 16-byte aligned
+          const float4 v = *reinterpret_cast<const float4*>(row + P + 4 * q);
+          xs[ky][P + 4 * q] = v.x, xs[ky][P + 4 * q + 1] = v.y, xs[ky][P + 4 * q + 2] = v.z, xs[ky][P + 4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < SL; ++j)
+          if (j < P || j >= P + TN) xs[ky][j] = row[j];
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        float d[TN];
+#pragma unroll
+        for (int q = 0; q < TN / 4; ++q) {
+          const float4 v = *reinterpret_cast<const float4*>(D + i * T::DS + yl * W + x0 + 4 * q);
+          d[4 * q] = v.x, d[4 * q + 1] = v.y, d[4 * q + 2] = v.z, d[4 * q + 3] = v.w;
+        }
+        if (sums_bias)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) bacc[i] += d[j];
+#pragma unroll
+        for (int ky = 0; ky < K; ++ky)
+#pragma unroll
+          for (int kx = 0; kx < K; ++kx)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][ky * K + kx] = fmaf(d[j], xs[ky][j + kx], acc[i][ky * K + kx]);
+      }
+    }
+  });
+
+  // The warps' sums, added in warp order (the staging is free: the pipeline waited for every copy, and
+  // the barrier below orders everyone's last reads before these stores).
+  constexpr int LS = TM * KK + TM;  // floats per lane
+  __syncthreads();
+  float* red = conv_mma_smem() + (warp * 32 + lane) * LS;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int k = 0; k < KK; ++k) red[i * KK + k] = acc[i][k];
+    red[TM * KK + i] = bacc[i];
+  }
+  __syncthreads();
+  const float* sums = conv_mma_smem();
+  float* part = partials + std::size_t(blockIdx.x) * T::Splits::E;
+  constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
+  for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
+    const int mm = e / run, r = e % run, at = (r / KK + T::CK * (mm / TM)) * LS + (mm % TM) * KK + r % KK;
+    if (m0 + mm >= G::Out) break;
+    float v = sums[at];
+#pragma unroll
+    for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
+    part[std::size_t(m0 + mm) * G::CKK + c0 * KK + r] = v;
+  }
+  if (sums_bias)
+    for (int mm = threadIdx.x; mm < T::BM && m0 + mm < G::Out; mm += T::threads) {
+      const int at = T::CK * (mm / TM) * LS + TM * KK + mm % TM;  // lane (c = 0, mg = mm / TM)
+      float v = sums[at];
+#pragma unroll
+      for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
+      part[G::Out * G::CKK + m0 + mm] = v;
+    }
+}
+
+template <class G>
+constexpr bool conv_patch_wgrad_fits() {
+  if constexpr (!conv_patch_fits<G>()) return false;  // the tile exists only for these
+  else return ConvPatchWgrad<G>::fits;
+}
+template <class G>
+constexpr std::size_t conv_patch_wgrad_workspace_floats(int max_batch) {
+  if constexpr (!conv_patch_wgrad_fits<G>()) return 0;
+  else return ConvPatchWgrad<G>::Splits::workspace_floats(max_batch);
+}
+
+// Stage 1 into `partials` (conv_patch_wgrad_workspace_floats<G>(batch) floats), then stage 2.
+template <class G, class T = ConvPatchWgrad<G>>
+void launch_conv_patch_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
+                             float* db, int batch) {
+  static_assert(T::fits, "see ConvPatchWgrad");
+  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dy) % 16 != 0)
+    throw std::invalid_argument("ctnn: Conv backward (FP32 patch kernel): x and dy must be 16-byte aligned");
+  const long long steps = T::Splits::steps(batch);
+  if (steps > 0x7fffffffLL)
+    throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
+  if (batch <= 0) return;
+  const int splits = T::Splits::splits(batch);
+  request_dynamic_smem<kernel_conv_patch_wgrad<G, T>, T::smem_bytes>();
+  const dim3 grid(unsigned(splits), G::C / T::CK, ceil_div(G::Out, T::BM));
+  kernel_conv_patch_wgrad<G, T><<<grid, T::threads, T::smem_bytes, stream>>>(x, dy, partials,
+                                                                             int(T::Splits::per_split(batch)), int(steps));
+  CTNN_CHECK_LAUNCH();
+  sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db);
+}
+
+template <class G>
+void launch_conv_fp32_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
+                            float* db, int batch) {
+  if constexpr (conv_patch_wgrad_fits<G>())
+    if (reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0)
+      return launch_conv_patch_wgrad<G>(stream, x, dy, partials, dw, db, batch);
+  launch_conv_wgrad_gemm<G>(stream, x, dy, partials, dw, db, batch);
 }
 
 }  // namespace ctnn::kernels
