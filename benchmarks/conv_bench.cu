@@ -265,6 +265,7 @@ int main(int argc, char** argv) {
   bench<Conv<64, 3, Pad<1>>, Shape<32, 16, 16>>("cifar 32->64 @16", {64, 256});
   bench<Conv<64, 3, Pad<1>>, Shape<64, 16, 16>>("cifar 64->64 @16", {64, 256});
   bench<Conv<64, 3, Stride<2>, Pad<1>>, Shape<64, 16, 16>>("cifar 64->64 s2 @16", {64, 256});
+  bench<Conv<128, 3, Stride<2>, Pad<1>>, Shape<64, 16, 16>>("cifar 64->128 s2 @16", {64, 256});
   bench<Conv<64, 3, Pad<1>>, Shape<64, 8, 8>>("cifar 64->64 @8", {64, 256});
   return 0;
 }

@@ -39,7 +39,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   constexpr bool fwd_direct = kernels::ConvDirect<G>::fits;
   constexpr bool dgrad_direct = kernels::conv_dgrad_direct_fits<G>();
   constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
-  constexpr bool patch = kernels::conv_patch_fp32_fits<G>();  // the FP32 staged-patch kernels run it
+  // The FP32 staged-patch kernels run its forward and backward data (stride-1 "same" layers).
+  constexpr bool patch = kernels::conv_patch_fp32_fits<G>();
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
@@ -99,7 +100,7 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_gemm<Fwd, Narrow>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
     };
     const auto y_plan = run([&] { fwd_gemm(fplan.wide, fplan.splits); }, d_y, y_ref, "forward GEMM, the rule's plan");
-    // Stride-1 "same" layers: the rule takes the FP32 patch kernel, which sums in the unsplit GEMM's order.
+    // Where it fits the rule takes the FP32 patch kernel, which sums in the unsplit GEMM's order.
     if (Dev::forward_algo == ConvAlgo::implicit_gemm)
       t(same_bits(y_rule, patch ? y_wide : y_plan, label(batch, patch ? "forward (rule: patch) = GEMM" : "forward (rule) = its plan")));
     if constexpr (patch) {

@@ -54,9 +54,13 @@ template <class G>
 constexpr ConvAlgo conv_dgrad_rule() {
   return conv_gemm_shaped<G>() || !conv_dgrad_direct_fits<G>() ? ConvAlgo::implicit_gemm : ConvAlgo::direct;
 }
+// The weight gradient also takes the implicit-GEMM family wherever the FP32 staged-patch kernel runs
+// the layer (conv_patch_fp32.cuh), narrow layers such as an RGB stem included: it was faster than the
+// direct kernel there (docs/conv_kernels.md).
 template <class G>
 constexpr ConvAlgo conv_wgrad_rule() {
-  return conv_gemm_shaped<G>() || !ConvWgrad<G>::fits ? ConvAlgo::implicit_gemm : ConvAlgo::direct;
+  return conv_gemm_shaped<G>() || !ConvWgrad<G>::fits || conv_patch_wgrad_fits<G>() ? ConvAlgo::implicit_gemm
+                                                                                     : ConvAlgo::direct;
 }
 
 }  // namespace kernels

@@ -1,7 +1,7 @@
 #pragma once
-// FP32 convolution from an input patch staged in shared memory: the forward of stride-1, "same"
-// convolutions and their backward data (the problems and the staging of conv_patch.cuh), on the FP32
-// cores.
+// FP32 convolution from an input patch staged in shared memory (the problems and the staging of
+// conv_patch.cuh), on the FP32 cores: the forward and backward data of stride-1, "same" convolutions,
+// and the weight gradient of those and of stride-2 ones (below).
 //
 // The implicit GEMM (conv_gemm.cuh) copies each input value once per tap and column, 4 bytes at a time,
 // and those copies' instructions, not its FMAs, set its pace (35-45% of the FP32 peak). Here a block
@@ -52,9 +52,9 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
                        const float* __restrict__ src,   // [batch][SC][H][W]
                        float* __restrict__ out)         // [batch][M][H][W]
 {
-  constexpr int TM = T::TM, TN = T::TN, MG = T::MG, K = Pb::K, KK = T::KK, P = Pb::P, W = Pb::W, H = Pb::H;
+  constexpr int TM = T::TM, TN = T::TN, MG = T::MG, K = Pb::K, KK = T::KK, P = Pb::P, W = Pb::W;
   constexpr int SL = TN + K - 1;  // a thread's input values of one row
-  constexpr std::size_t plane = std::size_t(H) * W;
+  constexpr std::size_t plane = std::size_t(Pb::H) * W;
 
   float* As = conv_mma_smem();               // (stages, a_floats): weights of one channel step
   float* Bs = As + T::stages * T::a_floats;  // (stages, CK, CS): the patch
@@ -115,7 +115,7 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
   });
 
   const int y = y0 + yl;
-  if (y >= H) return;
+  if (y >= Pb::H) return;
   float* out_row = out + std::size_t(n) * Pb::M * plane + y * W + x0;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
@@ -164,6 +164,10 @@ using ConvPatchF32Wide = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 8>(12
 template <class Pb>
 using ConvPatchF32Narrow = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 4>(128), 2, 8, 4>;
 
+// conv_patch_fits's layers at least 16 columns wide (narrower images leave the tiles' threads idle:
+// 64->64 @8 ran 3× slower than the implicit GEMM). Strided layers stay on the implicit GEMM in these
+// two directions: a stride-2 forward tile measured no faster (32->64 s2 @32, B = 256: 83 µs against
+// the GEMM's 85; with the 64-channel tile its patch needs at 8 × 8 a thread, 109).
 template <class G>
 constexpr bool conv_patch_fp32_fits() {
   if constexpr (!conv_patch_fits<G>() || G::W < 16) return false;  // the tiles exist only for these
@@ -203,52 +207,66 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
 }
 
 // --- Backward weights ----------------------------------------------------------------------------------
-// dW[m][c][ky][kx] = Σ over samples and output pixels of dy[n][m][y][x] · x[n][c][y + ky − P][x + kx − P],
-// db[m] = Σ dy[n][m][y][x], for the same layers (stride 1, "same"). A block owns BM = 4·TM output
-// channels × 8 input channels (all their taps) and a contiguous range of steps; a step is TH whole output
-// rows of one sample, for which it stages (cp.async, 16 bytes each)
-//   dy    the BM channels' TH rows (a contiguous run each), DS = TH·W + 4 floats apart;
-//   x     the 8 channels' TH + K − 1 input rows, zero halo as in conv_patch.cuh (rows outside the image
-//         zero-filled by the copy), channels XS floats apart with XS/4 odd: the 8 channels a quarter warp
-//         reads sit on 8 distinct bank quads.
+// dW[m][c][ky][kx] = Σ over samples and output pixels of dy[n][m][y][x] · x[n][c][S·y + ky − P][S·x + kx − P]
+// and db[m] = Σ dy[n][m][y][x], for stride-1 and stride-2 layers with P = (K − 1) / 2 and any channel
+// counts (conv_patch_wgrad_shape). A block owns BM = 4·TM output channels × 8 input channels (all their taps; past
+// C zeros) and a contiguous range of steps; a step is TH whole output rows of one sample, for which it
+// stages (cp.async, 16 bytes each)
+//   dy    the BM channels' TH rows (a contiguous run each), DS = TH·OW + 4 floats apart;
+//   x     the 8 channels' S·(TH − 1) + K input rows, zero halo as in conv_patch.cuh (rows outside the
+//         image zero-filled by the copy), channels XS floats apart with XS/4 odd: the 8 channels a quarter
+//         warp reads sit on 8 distinct bank quads.
 // Lane (c = lane % 8, mg = lane / 8) of every warp holds the TM channels m0 + TM·mg + i × the K·K taps of
 // input channel c0 + c; the 4 warps take turns over the step's TN-column row segments. Per segment a
-// thread reads its channel's K input rows (TN + K − 1 values each) once, then per output channel the TN
-// dy values, which feed K·K·TN FMAs (3×3, TM = 4, TN = 8: 20 loads per 288 FMAs). At the end the 4
-// warps' sums are added in warp order and written as the block's partial (dW, then db from the blocks
-// of the first channel tile), which sum_partials adds in split order: deterministic.
-// TM = 4, TN = 8 measured fastest on an H100 (docs/conv_kernels.md): TM = 8 needs more than 128
-// registers (3 blocks per SM) and was 1.2-1.5× slower; TN = 4 within 3%.
-template <class G, int TN_ = 8, int TM_ = 4>
+// thread reads its channel's K input rows (S·(TN − 1) + K values each) once, then per output channel the
+// TN dy values, which feed K·K·TN FMAs (3×3, stride 1, TM = 4, TN = 8: 20 loads per 288 FMAs). At the
+// end the 4 warps' sums are added in warp order and written as the block's partial (dW, then db from the
+// blocks of the first channel tile), which sum_partials adds in split order: deterministic.
+// TM = 4, TN = 8 (stride 2: TN = 4, which keeps its 3 × 15 inputs in registers) measured fastest on an
+// H100 (docs/conv_kernels.md): TM = 8 needs more than 128 registers (3 blocks per SM) and was 1.2-1.5×
+// slower; TN = 4 within 3% at stride 1.
+// Which layers: stride 1 or 2, no dilation, K = 1 or 3 with P = (K − 1) / 2 (5×5 would hold 100 sums and
+// 60+ inputs a thread: spills), W a multiple of 8 and at most 64, OW a multiple of 8 (a thread's columns
+// lie in one row), H and W multiples of the stride; any channel counts (a partial 8-channel tile is
+// zero-filled).
+template <class G>
+constexpr bool conv_patch_wgrad_shape() {
+  return (G::S == 1 || G::S == 2) && G::D == 1 && (G::K == 1 || G::K == 3) && 2 * G::P == G::K - 1 &&
+         G::W % 8 == 0 && G::W <= 64 && G::OW % 8 == 0 && G::H % G::S == 0 && G::W % G::S == 0;
+}
+
+template <class G, int TN_ = (G::S == 1 ? 8 : 4), int TM_ = 4>
 struct ConvPatchWgrad {
   static constexpr int TM = TM_, BM = 4 * TM, CK = 8, warps = 4, threads = 32 * warps, TN = TN_;
   static constexpr int min_blocks = TM == 4 ? 4 : 3;  // at most 128 registers (TM = 8: 168)
-  static constexpr int K = G::K, KK = K * K, P = G::P, W = G::W, H = G::H;
-  static constexpr int PGR = W / TN;  // row segments per output row
-  // Output rows a step: about 4 segments per warp, dividing H.
+  static constexpr int K = G::K, KK = K * K, P = G::P, S = G::S, W = G::W, H = G::H, OW = G::OW, OH = G::OH;
+  static constexpr int PGR = OW / TN;  // row segments per output row
+  // Output rows a step: about 4 segments per warp, dividing OH.
   static constexpr int TH = [] {
     for (int th = max_of(1, warps * 4 / PGR); th > 1; --th)
-      if (H % th == 0) return th;
+      if (OH % th == 0) return th;
     return 1;
   }();
-  static constexpr int SEGS = TH * PGR, PR = TH + K - 1, RS = W + 8;
-  static constexpr int DS = TH * W + 4, XS = PR * RS + (PR * RS / 4 % 2 == 0 ? 4 : 0);
+  static constexpr int SEGS = TH * PGR, PR = S * (TH - 1) + K, RS = W + 8;
+  static constexpr int SL = S * (TN - 1) + K;  // a thread's input values of one row
+  static constexpr int DS = TH * OW + 4, XS = PR * RS + (PR * RS / 4 % 2 == 0 ? 4 : 0);
   static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
   static constexpr int red_floats = warps * 32 * (TM * KK + TM);  // the warps' sums at the end
   static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
-  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * W>;  // a split's "k step" is one step: TH·W pixels
-  static_assert(TN % 4 == 0 && W % TN == 0 && H % TH == 0, "whole 16-byte chunks; steps of whole samples");
-  static constexpr bool fits = conv_patch_fits<G>() && smem_bytes <= 100 * 1024;
+  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW>;  // a split's "k step" is one step: TH·OW pixels
+  static_assert(TN % 4 == 0 && OW % TN == 0 && OH % TH == 0, "whole 16-byte chunks; steps of whole samples");
+  static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 100 * 1024;
 };
 
 template <class G, class T>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
-                        const float* __restrict__ dy,  // [batch][Out][H][W]
+                        const float* __restrict__ dy,  // [batch][Out][OH][OW]
                         float* __restrict__ partials,  // [splits][E]
                         int per_split, int steps) {
-  constexpr int TM = T::TM, TN = T::TN, K = T::K, KK = T::KK, P = T::P, W = T::W, H = T::H, SL = TN + K - 1;
-  constexpr std::size_t plane = std::size_t(H) * W;
+  constexpr int TM = T::TM, TN = T::TN, K = T::K, KK = T::KK, P = T::P, S = T::S, W = T::W, H = T::H, SL = T::SL;
+  constexpr int OW = T::OW, row_tiles = T::OH / T::TH;
+  constexpr std::size_t plane = std::size_t(H) * W, out_plane = std::size_t(T::OH) * OW;
   float* Ds = conv_mma_smem();               // (stages, d_floats)
   float* Xs = Ds + T::stages * T::d_floats;  // (stages, x_floats)
   const int c0 = blockIdx.y * T::CK, m0 = blockIdx.z * T::BM;
@@ -261,22 +279,22 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
     *reinterpret_cast<float4*>(row + 4 + W) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   auto load_step = [&](int stage, int t) {
-    const int step = first + t, n = step / (H / T::TH), y0 = step % (H / T::TH) * T::TH;
-    constexpr int d_quads = T::BM * T::TH * W / 4, run_quads = T::TH * W / 4;
+    const int step = first + t, n = step / row_tiles, oy0 = step % row_tiles * T::TH;
+    constexpr int d_quads = T::BM * T::TH * OW / 4, run_quads = T::TH * OW / 4;
 #pragma unroll
     for (int j = 0; j < ceil_div(d_quads, T::threads); ++j) {
       const int e = threadIdx.x + j * T::threads, mm = e / run_quads, v = e % run_quads;
       const bool ok = m0 + mm < G::Out;
       if (d_quads % T::threads == 0 || e < d_quads)
         cp_async_f32x4(Ds + stage * T::d_floats + mm * T::DS + 4 * v,
-                       dy + (ok ? (std::size_t(n) * G::Out + m0 + mm) * plane + y0 * W + 4 * v : 0), ok);
+                       dy + (ok ? (std::size_t(n) * G::Out + m0 + mm) * out_plane + oy0 * OW + 4 * v : 0), ok);
     }
     constexpr int x_quads = T::CK * T::PR * (W / 4);
 #pragma unroll
     for (int j = 0; j < ceil_div(x_quads, T::threads); ++j) {
       const int e = threadIdx.x + j * T::threads, v = e % (W / 4), r = e / (W / 4) % T::PR, c = e / (W / 4 * T::PR);
-      const int y = y0 - P + r;
-      const bool ok = y >= 0 && y < H;
+      const int y = S * oy0 - P + r;
+      const bool ok = y >= 0 && y < H && c0 + c < G::C;  // rows outside the image, channels past C: zeros
       if (x_quads % T::threads == 0 || e < x_quads)
         cp_async_f32x4(Xs + stage * T::x_floats + c * T::XS + r * T::RS + 4 + 4 * v,
                        x + (ok ? (std::size_t(n) * G::C + c0 + c) * plane + y * W + 4 * v : 0), ok);
@@ -301,25 +319,25 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
       const int seg = s0 + warp;
       if (T::SEGS % T::warps != 0 && seg >= T::SEGS) break;
       const int yl = seg / T::PGR, x0 = seg % T::PGR * TN;
-      float xs[K][SL];
+      float xs[K][SL];  // input columns S·x0 − P + j of the window's rows
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
-        const float* row = X + (yl + ky) * T::RS + x0;
+        const float* row = X + (S * yl + ky) * T::RS + S * x0;
 #pragma unroll
-        for (int q = 0; q < TN / 4; ++q) {  // row + P is 16-byte aligned
+        for (int q = 0; q < S * TN / 4; ++q) {  // row + P is 16-byte aligned: input columns S·x0 ..
           const float4 v = *reinterpret_cast<const float4*>(row + P + 4 * q);
           xs[ky][P + 4 * q] = v.x, xs[ky][P + 4 * q + 1] = v.y, xs[ky][P + 4 * q + 2] = v.z, xs[ky][P + 4 * q + 3] = v.w;
         }
 #pragma unroll
         for (int j = 0; j < SL; ++j)
-          if (j < P || j >= P + TN) xs[ky][j] = row[j];
+          if (j < P || j >= P + S * TN) xs[ky][j] = row[j];
       }
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         float d[TN];
 #pragma unroll
         for (int q = 0; q < TN / 4; ++q) {
-          const float4 v = *reinterpret_cast<const float4*>(D + i * T::DS + yl * W + x0 + 4 * q);
+          const float4 v = *reinterpret_cast<const float4*>(D + i * T::DS + yl * OW + x0 + 4 * q);
           d[4 * q] = v.x, d[4 * q + 1] = v.y, d[4 * q + 2] = v.z, d[4 * q + 3] = v.w;
         }
         if (sums_bias)
@@ -330,7 +348,8 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
 #pragma unroll
           for (int kx = 0; kx < K; ++kx)
 #pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][ky * K + kx] = fmaf(d[j], xs[ky][j + kx], acc[i][ky * K + kx]);
+            for (int j = 0; j < TN; ++j)
+              acc[i][ky * K + kx] = fmaf(d[j], xs[ky][S * j + kx], acc[i][ky * K + kx]);
       }
     }
   });
@@ -350,9 +369,11 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   const float* sums = conv_mma_smem();
   float* part = partials + std::size_t(blockIdx.x) * T::Splits::E;
   constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
+  const int valid_run = min_of(run, (G::C - c0) * KK);
   for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
     const int mm = e / run, r = e % run, at = (r / KK + T::CK * (mm / TM)) * LS + (mm % TM) * KK + r % KK;
     if (m0 + mm >= G::Out) break;
+    if (r >= valid_run) continue;
     float v = sums[at];
 #pragma unroll
     for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
@@ -370,7 +391,7 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
 
 template <class G>
 constexpr bool conv_patch_wgrad_fits() {
-  if constexpr (!conv_patch_fits<G>()) return false;  // the tile exists only for these
+  if constexpr (!conv_patch_wgrad_shape<G>()) return false;  // the tile exists only for these
   else return ConvPatchWgrad<G>::fits;
 }
 template <class G>
@@ -392,7 +413,7 @@ void launch_conv_patch_wgrad(cudaStream_t stream, const float* x, const float* d
   if (batch <= 0) return;
   const int splits = T::Splits::splits(batch);
   request_dynamic_smem<kernel_conv_patch_wgrad<G, T>, T::smem_bytes>();
-  const dim3 grid(unsigned(splits), G::C / T::CK, ceil_div(G::Out, T::BM));
+  const dim3 grid(unsigned(splits), ceil_div(G::C, T::CK), ceil_div(G::Out, T::BM));
   kernel_conv_patch_wgrad<G, T><<<grid, T::threads, T::smem_bytes, stream>>>(x, dy, partials,
                                                                              int(T::Splits::per_split(batch)), int(steps));
   CTNN_CHECK_LAUNCH();
