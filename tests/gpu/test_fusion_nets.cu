@@ -2,7 +2,8 @@
 // (fusion_test.hpp): every activation, max and average pooling (with and without an activation before
 // it, windows of 2 and 3, an input whose last row and column lie in no window), overlapping pooling
 // and BatchNorm that block a fusion, a stride-2 convolution (the gather input-gradient kernel), a
-// chain that is not the last (its backward from the layer above), chains with and without Softmax,
+// chain that is not the last (its backward from the layer above), chains with and without Softmax, a
+// group fused in evaluation only (an RGB stem whose training takes the patch weight gradient),
 // softmax cross-entropy and Mse (also through a Softmax). The network kernel (network_forward.cuh) in
 // each, and alone on a network with the layers the fused groups leave out.
 #include <cstdio>
@@ -21,6 +22,9 @@ using Rgb = Network<Seq<Conv<8, 5, Stride<2>, Pad<2>>, Tanh, AvgPool<2>,
                     Input<3, 32, 32>>;
 // BatchNorm after the Conv: the Conv alone, BatchNorm, ReLU, a pooling after an activation as layers.
 using Bn = Network<Seq<Conv<8, 3, Pad<1>>, BatchNorm, ReLU, Pool<2>, Dense<10>, Softmax>, Input<3, 12, 12>>;
+// An RGB stem whose weight gradient is the FP32 staged-patch kernel's (C = 3, 3x3, W = 16): its group
+// runs fused in evaluation only; training runs its layers one by one (conv_fused.cuh, min_batch).
+using Stem = Network<Seq<Conv<8, 3, Pad<1>>, ReLU, Pool<2>, Dense<10>, Softmax>, Input<3, 16, 16>>;
 // A chain from layer 0 without Softmax, Mse.
 using Mlp = Network<Seq<Dense<32>, Sigmoid, Dense<16>, LeakyReLU<0.1f>, Dense<4>>, Input<20>>;
 // Conv + max pool without an activation on 13x13 (row and column 12 in no window); a stride-2 Conv with
@@ -48,6 +52,7 @@ int main() {
   try {
     fusion_test::test_network<Rgb, SoftmaxCrossEntropy>(t, "Rgb", 31);
     fusion_test::test_network<Bn, SoftmaxCrossEntropy>(t, "Conv,BatchNorm,ReLU", 32);
+    fusion_test::test_network<Stem, SoftmaxCrossEntropy>(t, "RGB stem (fused in evaluation only)", 38);
     fusion_test::test_network<Mlp, Mse>(t, "Mlp (Mse)", 33);
     // BatchNorm1d needs more than one sample, and at a few its backward amplifies rounding (the host's
     // BatchNorm normalises its own, slightly different inputs): batches 37 and 64.
