@@ -157,14 +157,15 @@ __device__ __forceinline__ void conv_patch_load_step(float* As, float* Bs, int s
 }
 
 // --- Tile ----------------------------------------------------------------------------------------------
-// BM output channels × TH output rows (TH_ = 0: 64 columns per warp of 32 rows, so 64 accumulators
-// per thread), Warps_ warps as WM × WN (WM_ = 0: 32 rows per warp); the weights copied through L1 (the
-// blocks of an SM that share a BM tile read the same ones), unless !L1Weights_.
+// The output rows of ConvPatchTile's TH_ = 0.
 template <class Pb, int BM, int Warps, int WM_>
-constexpr int conv_patch_tile_rows() {  // for TH_ = 0
+constexpr int conv_patch_tile_rows() {
   constexpr int WM = WM_ > 0 ? WM_ : BM / 32, WN = Warps / WM, columns = 64 * WN * WM * 32 / BM;
   return Pb::H < columns / Pb::W ? ceil_div(Pb::H, WN) * WN : max_of(WN, ceil_div(columns / Pb::W, WN) * WN);
 }
+// BM output channels × TH output rows (TH_ = 0: 64 columns per warp of 32 rows, so 64 accumulators
+// per thread), Warps_ warps as WM × WN (WM_ = 0: 32 rows per warp); the weights copied through L1 (the
+// blocks of an SM that share a BM tile read the same ones), unless !L1Weights_.
 template <class Pb, int BM_, int TH_ = 0, int Stages_ = 3, int WM_ = 0, bool L1Weights_ = true, int Warps_ = 4>
 struct ConvPatchTile
     : ConvPatchLayout<Pb, BM_, (TH_ > 0 ? TH_ : conv_patch_tile_rows<Pb, BM_, Warps_, WM_>()), Stages_, 32 * Warps_,
@@ -270,15 +271,15 @@ inline bool conv_patch_aligned(const float* w, const float* src, const float* ou
 }
 
 // Either patch kernel (this one, conv_patch_fp32.cuh's) over batch × row tiles × ceil(M / BM) blocks.
-template <class T, auto Kernel>
-void launch_conv_patch_kernel(int M, cudaStream_t stream, const float* w, const float* bias,
-                              const float* src, float* out, int batch) {
+template <class Pb, class T, auto Kernel>
+void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+                              int batch) {
   const long long blocks = (long long)batch * T::row_tiles;
   if (blocks > 0x7fffffffLL)
     throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
   if (batch <= 0) return;
   request_dynamic_smem<Kernel, T::smem_bytes>();
-  const dim3 grid{unsigned(blocks), unsigned(ceil_div(M, T::BM))};
+  const dim3 grid{unsigned(blocks), unsigned(ceil_div(Pb::M, T::BM))};
   Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, bias, src, out);
   CTNN_CHECK_LAUNCH();
 }
@@ -289,7 +290,7 @@ void launch_conv_patch(cudaStream_t stream, const float* w, const float* bias, c
   if (!conv_patch_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (TF32 patch kernel): weights and source must be 16-byte aligned, "
                                 "the output 8-byte aligned");
-  launch_conv_patch_kernel<T, kernel_conv_patch<Pb, T>>(Pb::M, stream, w, bias, src, out, batch);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_patch<Pb, T>>(stream, w, bias, src, out, batch);
 }
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md):

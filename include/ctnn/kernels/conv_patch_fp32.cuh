@@ -139,7 +139,7 @@ void launch_conv_patch_fp32(cudaStream_t stream, const float* w, const float* bi
                             int batch) {
   if (!conv_patch_fp32_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (FP32 patch kernel): weights, source and output must be 16-byte aligned");
-  launch_conv_patch_kernel<T, kernel_conv_patch_fp32<Pb, T>>(Pb::M, stream, w, bias, src, out, batch);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_patch_fp32<Pb, T>>(stream, w, bias, src, out, batch);
 }
 
 // The tiles the rule takes (32 output channels a block, 128 threads), from conv_bench on an H100
@@ -209,9 +209,9 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
 // --- Backward weights ----------------------------------------------------------------------------------
 // dW[m][c][ky][kx] = Σ over samples and output pixels of dy[n][m][y][x] · x[n][c][S·y + ky − P][S·x + kx − P]
 // and db[m] = Σ dy[n][m][y][x], for stride-1 and stride-2 layers with P = (K − 1) / 2 and any channel
-// counts (conv_patch_wgrad_shape). A block owns BM = 4·TM output channels × 8 input channels (all their taps; past
-// C zeros) and a contiguous range of steps; a step is TH whole output rows of one sample, for which it
-// stages (cp.async, 16 bytes each)
+// counts (conv_patch_wgrad_shape). A block owns BM = 4·TM output channels × 8 input channels (all their
+// taps; past C zeros) and a contiguous range of steps; a step is TH whole output rows of one sample, for
+// which it stages (cp.async, 16 bytes each)
 //   dy    the BM channels' TH rows (a contiguous run each), DS = TH·OW + 4 floats apart;
 //   x     the 8 channels' S·(TH − 1) + K input rows, zero halo as in conv_patch.cuh (rows outside the
 //         image zero-filled by the copy), channels XS floats apart with XS/4 odd: the 8 channels a quarter
@@ -400,12 +400,17 @@ constexpr std::size_t conv_patch_wgrad_workspace_floats(int max_batch) {
   else return ConvPatchWgrad<G>::Splits::workspace_floats(max_batch);
 }
 
+// x and dy are copied 16 bytes at a time.
+inline bool conv_patch_wgrad_aligned(const float* x, const float* dy) {
+  return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0;
+}
+
 // Stage 1 into `partials` (conv_patch_wgrad_workspace_floats<G>(batch) floats), then stage 2.
 template <class G, class T = ConvPatchWgrad<G>>
 void launch_conv_patch_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                              float* db, int batch) {
   static_assert(T::fits, "see ConvPatchWgrad");
-  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dy) % 16 != 0)
+  if (!conv_patch_wgrad_aligned(x, dy))
     throw std::invalid_argument("ctnn: Conv backward (FP32 patch kernel): x and dy must be 16-byte aligned");
   const long long steps = T::Splits::steps(batch);
   if (steps > 0x7fffffffLL)
@@ -424,8 +429,7 @@ template <class G>
 void launch_conv_fp32_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                             float* db, int batch) {
   if constexpr (conv_patch_wgrad_fits<G>())
-    if (reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0)
-      return launch_conv_patch_wgrad<G>(stream, x, dy, partials, dw, db, batch);
+    if (conv_patch_wgrad_aligned(x, dy)) return launch_conv_patch_wgrad<G>(stream, x, dy, partials, dw, db, batch);
   launch_conv_wgrad_gemm<G>(stream, x, dy, partials, dw, db, batch);
 }
 
