@@ -201,12 +201,22 @@ void bench(const char* name, std::initializer_list<int> batches) {
       }
     if constexpr (fwd_direct)
       fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
-    dgr(patch ? "family rule (patch)" : "family rule (gemm)", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
+    dgr(patch || patch_s2 ? "family rule (patch)" : "family rule (gemm)", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
     dgr("gemm(auto tile)", false, [&] { kernels::launch_conv_dgrad_gemm_auto<G>(s, w.p, dy.p, dx.p, n); });
     if constexpr (patch) {
       using PD = kernels::ConvPatchDgrad<G>;
       dgr("patch wide 8x8", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Wide<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
       dgr("patch narrow 8x4", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Narrow<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+    }
+    if constexpr (patch_s2) {  // TM channels × TB dy columns a thread (conv_patch_dgrad_s2.cuh)
+      using kernels::launch_conv_patch_dgrad_s2, kernels::ConvPatchS2;
+      dgr("s2 patch 2x8 (wide)", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 8>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 1x8 (narrow)", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 8>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 2x4", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 4>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 4x4", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 4, 4>>(s, w.p, dy.p, dx.p, n); });
+      if constexpr (G::OW % 16 == 0)
+        dgr("s2 patch 1x16", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 16>>(s, w.p, dy.p, dx.p, n); });
     }
     if constexpr (kernels::conv_gemm_shaped<G>())
       for (const int k : {1, 2, 4, 8}) {

@@ -41,6 +41,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
   // The FP32 staged-patch kernels run its forward and backward data (stride-1 "same" layers).
   constexpr bool patch = kernels::conv_patch_fp32_fits<G>();
+  // The stride-2 one runs the backward data of stride-2 layers (conv_patch_dgrad_s2.cuh).
+  constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
@@ -140,8 +142,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
     };
     const auto dx_plan = run([&] { dgrad_gemm(dplan.wide, dplan.splits); }, d_dx, dx_ref, "backward data GEMM, the rule's plan");
-    t(same_bits(patch ? dx_wide : dx_plan, dx_gemm,
-                label(batch, patch ? "backward data (rule: patch) = GEMM" : "backward data GEMM (rule) = its plan")));
+    t(same_bits(patch || patch_s2 ? dx_wide : dx_plan, dx_gemm,
+                label(batch, patch || patch_s2 ? "backward data (rule: patch) = GEMM" : "backward data GEMM (rule) = its plan")));
     if (dplan.splits == 1) t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM (rule, unsplit) = wide")));
     if constexpr (patch) {
       using PD = kernels::ConvPatchDgrad<G>;
@@ -153,6 +155,20 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                                        stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
                              d_dx, dx_ref, "backward data patch narrow tile");
       t(same_bits(dx_pn, dx_wide, label(batch, "backward data patch narrow = GEMM")));
+    }
+    if constexpr (patch_s2) {  // dx_wide: the unsplit GEMM, whose order these kernels keep
+      const auto dx_sw = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2Wide<G>>(
+                                       stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data stride-2 patch wide tile");
+      t(same_bits(dx_sw, dx_wide, label(batch, "backward data stride-2 patch wide = GEMM")));
+      const auto dx_sn = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2Narrow<G>>(
+                                       stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data stride-2 patch narrow tile");
+      t(same_bits(dx_sn, dx_wide, label(batch, "backward data stride-2 patch narrow = GEMM")));
+      const auto dx_s4 = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2<G, 4, 4>>(
+                                       stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data stride-2 patch, 4 x 4 a thread");
+      t(same_bits(dx_s4, dx_wide, label(batch, "backward data stride-2 patch, 4 x 4 a thread = GEMM")));
     }
 
     // Split-K over clusters of 2, 4 and 8 blocks, both tiles, both directions: each split sums its
@@ -264,6 +280,11 @@ int main() {
     test_conv<Conv<64, 3, Stride<2>, Pad<1>>, Shape<32, 32, 32>>(t, "CIFAR 32->64 stride 2", {1, 37, 64}, 22);
     test_conv<Conv<64, 3, Pad<1>>, Shape<64, 16, 16>>(t, "CIFAR 64->64 at 16x16", {1, 3, 64}, 23);
     test_conv<Conv<64, 3, Pad<1>>, Shape<32, 16, 16>>(t, "CIFAR 32->64 at 16x16", {1, 5, 64}, 27);
+    test_conv<Conv<128, 3, Stride<2>, Pad<1>>, Shape<64, 16, 16>>(t, "CIFAR 64->128 stride 2", {1, 5, 64}, 29);
+    // The stride-2 patch kernel off the CIFAR shapes: 5x5 (dy window of 3 rows, halo 1) and 1x1 (odd
+    // dx rows and columns get no tap), C filling no 32-channel tile evenly (12, 20), H != W.
+    test_conv<Conv<16, 5, Stride<2>, Pad<2>>, Shape<12, 32, 16>>(t, "stride-2 patch 5x5 12->16", {1, 3, 37}, 30);
+    test_conv<Conv<24, 1, Stride<2>>, Shape<20, 16, 16>>(t, "stride-2 patch 1x1 20->24", {1, 3, 37}, 31);
     // The patch kernels off the CIFAR shapes: a 5x5 window (halo 2), rows past the image in the last row
     // tile (H = 10 is no multiple of the tiles' rows), partial 32-channel tiles (M = 24, 40), W = 24.
     test_conv<Conv<40, 5, Pad<2>>, Shape<24, 10, 24>>(t, "patch 5x5 24->40", {1, 3, 37}, 28);

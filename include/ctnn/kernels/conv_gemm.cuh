@@ -250,7 +250,9 @@ struct ConvGemmTaps {
   using Mask = std::conditional_t<(taps < 32), unsigned, unsigned long long>;
   __device__ static ConvTap at(int k) {
     if (k >= Kd) return {0, taps, 0, 0};
-    const int ch = k / taps, r = k - ch * taps, jy = r / Pb::NX, jx = r - jy * Pb::NX;
+    // (A parity class without taps, as in a 1×1 stride-2 layer's backward data, never gets here.)
+    constexpr int divisor_taps = max_of(taps, 1), divisor_nx = max_of(Pb::NX, 1);
+    const int ch = k / divisor_taps, r = k - ch * taps, jy = r / divisor_nx, jx = r - jy * Pb::NX;
     return {(ch * Pb::SH + Pb::ty(jy)) * Pb::SW + Pb::tx(jx), r, Pb::a_koff(ch, jy, jx), 0};
   }
   // Bit r set when window tap r of the window at (y_org, x_org) falls inside the source.

@@ -50,14 +50,14 @@ constexpr bool conv_patch_fits() {
 // Forward: out = y [batch][Out][H][W] from src = x [batch][C][H][W] and w [Out][C][K][K].
 template <class G>
 struct ConvPatchFwd {
-  static constexpr int M = G::Out, SC = G::C, H = G::H, W = G::W, K = G::K, P = G::P;
+  static constexpr int M = G::Out, SC = G::C, H = G::H, W = G::W, K = G::K, P = G::P, WK = G::K;
   static constexpr bool has_bias = true, dgrad = false;
 };
 // Backward data: out = dx [batch][C][H][W] from src = dy [batch][Out][H][W]: the forward with the
 // window flipped (P' = K − 1 − P = P) and w read as [o][c].
 template <class G>
 struct ConvPatchDgrad {
-  static constexpr int M = G::C, SC = G::Out, H = G::H, W = G::W, K = G::K, P = G::K - 1 - G::P;
+  static constexpr int M = G::C, SC = G::Out, H = G::H, W = G::W, K = G::K, P = G::K - 1 - G::P, WK = G::K;
   static constexpr bool has_bias = false, dgrad = true;
 };
 
@@ -74,14 +74,16 @@ __device__ __forceinline__ void cp_async_f32x4_l1(float* dst_smem, const float* 
 // Smallest y >= x with y ≡ 8 (mod 32).
 constexpr int round_to_8_mod_32(int x) { return x + ((8 - x % 32) + 32) % 32; }
 
-// --- Staging layout (shared by the TF32 kernel here and the FP32 one of conv_patch_fp32.cuh) -----------
+// --- Staging layout (shared by the TF32 kernel here and the FP32 ones of conv_patch_fp32.cuh) ----------
 // One stage holds the weights of BM output rows for CK = 8 reduced channels (a_floats) and the patch of
-// those channels for TH output rows (b_floats); Threads copy them.
+// those channels for TH output rows (b_floats); Threads copy them. A problem Pb names the source (SC
+// channels, H × W), the window its TH rows read (K rows from row y0 − P on: TH + K − 1 source rows) and
+// the weights' window WK (K, except for the stride-2 backward data, whose patch is dy).
 template <class Pb, int BM_, int TH_, int Stages_, int Threads_, bool L1Weights_>
 struct ConvPatchLayout {
   static constexpr int BM = BM_, TH = TH_, stages = Stages_, threads = Threads_, CK = 8;  // CK: channels per step
   static constexpr bool l1_weights = L1Weights_;
-  static constexpr int KK = Pb::K * Pb::K;
+  static constexpr int KK = Pb::WK * Pb::WK;  // taps of the weights
   static constexpr int PR = TH + Pb::K - 1, RS = Pb::W + 8, CS = round_to_8_mod_32(PR * RS);
   static constexpr int AS = CK * KK + 4;                     // forward weights: row stride
   static constexpr int OS = round_to_8_mod_32(BM * KK);      // backward-data weights: channel stride

@@ -21,6 +21,7 @@
 
 #include "conv_gemm.cuh"
 #include "conv_patch.cuh"
+#include "conv_patch_dgrad_s2.cuh"
 #include "reduce.cuh"
 
 namespace ctnn::kernels {
@@ -188,8 +189,9 @@ void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const floa
 }
 
 // --- The FP32 rule for the implicit-GEMM family ---------------------------------------------------------
-// The patch kernel where it fits (and the pointers are aligned), else conv_gemm.cuh's. Both sum in the
-// same order (the unsplit GEMM's), so the choice changes speed only.
+// The patch kernel where it fits (and the pointers are aligned; for backward data also the stride-2 one
+// of conv_patch_dgrad_s2.cuh), else conv_gemm.cuh's. The patch kernels sum in the unsplit GEMM's order,
+// so the choice changes speed (and, where the GEMM would split k, the last bits) only.
 template <class G>
 void launch_conv_fp32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                               int batch) {
@@ -203,6 +205,8 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, dy, dx))
       return launch_conv_patch_fp32_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
+  if constexpr (conv_patch_dgrad_s2_fits<G>())
+    if (conv_patch_fp32_aligned(w, dy, dx)) return launch_conv_patch_dgrad_s2_auto<G>(stream, w, dy, dx, batch);
   launch_conv_dgrad_gemm_auto<G>(stream, w, dy, dx, batch);
 }
 
