@@ -68,7 +68,26 @@ void test_dense(Tally& t, const char* name, std::initializer_list<int> batches, 
     d_y.poison();
     Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
     stream.sync();
-    t(close_sum(d_y.download(), y_ref, label(batch, "forward")));
+    const std::vector<float> y_first = d_y.download();
+    const bool split = Dev::Split::splits(batch) > 1;
+    t(close_sum(y_first, y_ref, label(batch, split ? "forward (split-K)" : "forward")));
+    if (split) {  // deterministic; and with ReLU; and without the workspace (one product instead)
+      d_y.poison();
+      Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      stream.sync();
+      t(same_bits(d_y.download(), y_first, label(batch, "forward (split-K), second run")));
+      std::vector<float> relu_ref(y_ref);
+      for (float& v : relu_ref) v = relu_fn::apply(v);
+      d_y.poison();
+      Dev::forward_relu(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      stream.sync();
+      t(close_sum(d_y.download(), relu_ref, label(batch, "forward_relu (split-K)")));
+      const CudaContext no_ws{stream.s, blas.h, nullptr, 0};
+      d_y.poison();
+      Dev::forward(no_ws, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      stream.sync();
+      t(close_sum(d_y.download(), y_ref, label(batch, "forward without a workspace (unsplit)")));
+    }
 
     // The forward through cuBLASLt (bias epilogue; bias and ReLU), from the buffers' 256-byte aligned
     // pointers and from x and y one float in (4-byte alignment: the plan must not assume more), and
@@ -133,9 +152,9 @@ void test_dense(Tally& t, const char* name, std::initializer_list<int> batches, 
     check_backward(std::integral_constant<DenseGrad, DenseGrad::cublas>{}, "cuBLAS");
   }
 
-  // A workspace one float short is refused before anything is launched.
-  if (Dev::workspace_floats(max_batch) > 0) {
-    const CudaContext small{stream.s, blas.h, ws.ptr, Dev::workspace_floats(max_batch) - 1};
+  // A workspace one float short of the backward's need is refused before anything is launched.
+  if (Dev::Wg::workspace_floats(max_batch) > 0) {
+    const CudaContext small{stream.s, blas.h, ws.ptr, Dev::Wg::workspace_floats(max_batch) - 1};
     bool threw = false;
     try {
       Dev::backward(small, d_w.ptr, nullptr, nullptr, nullptr, nullptr, d_dw.ptr, d_db.ptr, max_batch);
@@ -163,6 +182,10 @@ int main() {
     // an input longer than one column tile (I + 1 = 129 > 128).
     test_dense<40, Shape<9>>(t, "9 -> 40", {1, 64, 65, 1000}, 45);
     test_dense<17, Shape<128>>(t, "128 -> 17", {1, 37, 200}, 46);
+    // The CIFAR heads (benchmarks/cifar_nets.hpp): long inputs, few outputs, so the forward splits I
+    // (16 and 8 chunks at batch 256; at batch 1000 the 2048 -> 10 head's output is still only 16 tiles).
+    test_dense<256, Shape<64, 8, 8>>(t, "CIFAR vgg head 4096 -> 256", {1, 37, 256}, 47);
+    test_dense<10, Shape<128, 4, 4>>(t, "CIFAR strided head 2048 -> 10", {1, 256, 1000}, 48);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     t(false);

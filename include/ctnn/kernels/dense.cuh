@@ -1,7 +1,9 @@
 #pragma once
 // Dense on the device. Forward through one cuBLASLt matmul with the bias (and, for forward_relu, ReLU)
 // in its epilogue (dense_lt.cuh), or, where the context has no cuBLASLt handle or cuBLASLt no
-// algorithm, through cublasSgemm after a bias fill kernel (beta = 1). The input gradient through
+// algorithm, through cublasSgemm after a bias fill kernel (beta = 1); long inputs with few outputs
+// split the reduction over I (DenseSplitK below: a strided-batched product into the workspace, then
+// one kernel that adds the chunks, the bias and the ReLU in a fixed order). The input gradient through
 // cuBLAS. FP32 unless the context's math is TF32 (the handle's math mode, ctx.math). The weight and
 // bias gradients by default through ctnn's own two-stage reduction (kernel_dense_backward_weights +
 // sum_partials): deterministic by construction, and on an H100 for LeNet-5's three layers at batch
@@ -58,6 +60,49 @@ kernel_dense_relu_in_place(float* y,           // [batch][N]
 {
   const std::size_t i = std::size_t(blockIdx.x) * dense_threads + threadIdx.x;
   if (i < count) y[i] = relu_fn::apply(y[i]);
+}
+
+// Forward split-K. cuBLASLt without a workspace (dense_lt.cuh) runs a product as one kernel whose blocks
+// each own output tiles, so a long input with few outputs leaves most SMs idle: a CIFAR head's 4096 ->
+// 256 at batch 256 ran 64 blocks for 100+ µs on an H100. Where the 64×64 output tiles are fewer than
+// the SMs (132 on an H100) and I has room, the product runs as `splits` products over equal chunks of I
+// (at least 256 inputs each; one cublasSgemmStridedBatched) into the workspace [split][batch][N], and
+// kernel_dense_sum_splits writes y = act(bias + chunk 0 + chunk 1 + ...): deterministic.
+template <int N, int I>
+struct DenseSplitK {
+  static constexpr int min_chunk = 256, max_splits = 16, sms = 132;
+  static constexpr int splits(int batch) {
+    const long long tiles = (long long)ceil_div(N, 64) * ceil_div(batch > 0 ? batch : 1, 64);
+    if (tiles >= sms || I < 2 * min_chunk) return 1;
+    const int want = int(min_of<long long>(min_of(I / min_chunk, max_splits), ceil_div<long long>(2 * sms, tiles)));
+    for (int s = want; s > 1; --s)
+      if (I % s == 0 && (I / s) % 4 == 0) return s;  // equal chunks, 16-byte aligned
+    return 1;
+  }
+  static constexpr std::size_t floats(int batch) {
+    const int s = splits(batch);
+    return s > 1 ? std::size_t(s) * std::size_t(batch) * N : 0;
+  }
+  // Largest need over the batches up to max_batch (only batches under sms·64 output rows ever split).
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    std::size_t m = 0;
+    for (int b = 1; b <= min_of(max_batch, sms * 64); ++b) m = max_of(m, floats(b));
+    return m;
+  }
+};
+
+template <int N, bool Relu>
+__global__ void __launch_bounds__(dense_threads)
+kernel_dense_sum_splits(const float* __restrict__ partials,  // [splits][count]
+                        const float* __restrict__ bias,      // [N]
+                        float* __restrict__ y,               // [batch][N]
+                        int splits, std::size_t count)       // count = batch·N
+{
+  const std::size_t i = std::size_t(blockIdx.x) * dense_threads + threadIdx.x;
+  if (i >= count) return;
+  float v = bias[i % N];
+  for (int s = 0; s < splits; ++s) v += partials[std::size_t(s) * count + i];
+  y[i] = Relu ? relu_fn::apply(v) : v;
 }
 
 // dW [N][I] and db [N], stage 1 of 2: with the bias as one more input column that is all ones
@@ -154,20 +199,46 @@ struct cuda_layer<Dense<N>, In> {
   using bound = typename Dense<N>::template bind<In>;
   static constexpr int I = bound::I;
   using Wg = kernels::DenseWgrad<N, I>;
-  // Partials of the dW/db reduction (none when the batch fits one chunk).
-  static constexpr std::size_t workspace_floats(int max_batch) { return Wg::workspace_floats(max_batch); }
+  using Split = kernels::DenseSplitK<N, I>;
+  // Partials of the dW/db reduction (none when the batch fits one chunk), or of the split forward.
+  static constexpr std::size_t workspace_floats(int max_batch) {
+    return kernels::max_of(Wg::workspace_floats(max_batch), Split::workspace_floats(max_batch));
+  }
 
   static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
                       int batch) {
     kernels::check_batch(batch, "Dense forward");
+    if (forward_split<false>(ctx, w, b, x, y, batch)) return;
     if (kernels::lt_dense_forward(ctx, N, I, batch, w, b, x, y, kernels::DenseEpilogue::bias)) return;
     forward_sgemm(ctx, w, b, x, y, batch);
+  }
+
+  // The split-K forward where DenseSplitK splits the batch and the context has the handle and the
+  // workspace for it (a network always does; a caller's own context may not, and then gets the
+  // one-kernel product instead). Returns whether it ran.
+  template <bool Relu>
+  static bool forward_split(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+                            int batch) {
+    const int splits = Split::splits(batch);
+    if (splits == 1 || !ctx.blas || !ctx.workspace || ctx.workspace_floats < Split::floats(batch)) return false;
+    const float one = 1.f, zero = 0.f;
+    const int chunk = I / splits;
+    CTNN_CUBLAS_CHECK(cublasSgemmStridedBatched(ctx.blas, CUBLAS_OP_T, CUBLAS_OP_N, N, batch, chunk, &one, w, I,
+                                                chunk, x, I, chunk, &zero, ctx.workspace, N,
+                                                (long long)batch * N, splits));
+    const std::size_t count = std::size_t(batch) * N;
+    kernels::kernel_dense_sum_splits<N, Relu><<<kernels::grid_for(count, kernels::dense_threads),
+                                                 kernels::dense_threads, 0, ctx.stream>>>(ctx.workspace, b, y,
+                                                                                          splits, count);
+    CTNN_CHECK_LAUNCH();
+    return true;
   }
 
   // y = relu(W·x + b): the Dense followed by ReLU, without the Dense's own output.
   static void forward_relu(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
                            int batch) {
     kernels::check_batch(batch, "Dense forward");
+    if (forward_split<true>(ctx, w, b, x, y, batch)) return;
     if (kernels::lt_dense_forward(ctx, N, I, batch, w, b, x, y, kernels::DenseEpilogue::relu_bias)) return;
     forward_sgemm(ctx, w, b, x, y, batch);
     const std::size_t count = std::size_t(batch) * N;
