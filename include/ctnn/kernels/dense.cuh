@@ -8,7 +8,8 @@
 // bias gradients by default through ctnn's own two-stage reduction (kernel_dense_backward_weights +
 // sum_partials): deterministic by construction, and on an H100 for LeNet-5's three layers at batch
 // 64, 256 and 1024 as fast as cuBLAS's GEMM + column sums or faster, except fc1 at 1024 (11.2 vs
-// 10.7 µs); cuBLAS picked a 30 µs kernel for fc3's 84 × 10 × 256 dW (6.5 µs here).
+// 10.7 µs); cuBLAS picked a 30 µs kernel for fc3's 84 × 10 × 256 dW (6.5 µs here). Layers of 2^18
+// weights or more take cuBLAS's GEMM at batches of several reduction chunks (backward below).
 // DenseGrad::cublas selects the cuBLAS path. The handle must already be bound to ctx.stream (the
 // network driver calls cublasSetStream).
 //
@@ -200,9 +201,11 @@ struct cuda_layer<Dense<N>, In> {
   static constexpr int I = bound::I;
   using Wg = kernels::DenseWgrad<N, I>;
   using Split = kernels::DenseSplitK<N, I>;
-  // Partials of the dW/db reduction (none when the batch fits one chunk), or of the split forward.
+  // Partials of the dW/db reduction (none when the batch fits one chunk, or for a large layer, whose
+  // larger batches take cuBLAS: see backward), or of the split forward.
+  static constexpr bool large = std::size_t(N) * I >= (std::size_t(1) << 18);
   static constexpr std::size_t workspace_floats(int max_batch) {
-    return kernels::max_of(Wg::workspace_floats(max_batch), Split::workspace_floats(max_batch));
+    return kernels::max_of(large ? 0 : Wg::workspace_floats(max_batch), Split::workspace_floats(max_batch));
   }
 
   static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
@@ -283,9 +286,14 @@ struct cuda_layer<Dense<N>, In> {
                                     &zero, dx, I));
   }
 
+  // The rule: ctnn's reduction for small layers (LeNet-5's: as fast as cuBLAS or faster, above) and for
+  // batches of one chunk, cuBLAS's GEMM for large layers at larger batches, where the reduction's
+  // chunks and their sum cost more (a CIFAR head, 4096 -> 256, on an H100: vgg epochs at batch 256
+  // 2.3% faster; at batch 64, one chunk, the same).
   static void backward(const CudaContext& ctx, const float* w, const float* x, const float* y,
                        const float* dy, float* dx, float* dw, float* db, int batch) {
-    backward_with<DenseGrad::reduction>(ctx, w, x, y, dy, dx, dw, db, batch);
+    if (large && Wg::chunks(batch) > 1) backward_with<DenseGrad::cublas>(ctx, w, x, y, dy, dx, dw, db, batch);
+    else backward_with<DenseGrad::reduction>(ctx, w, x, y, dy, dx, dw, db, batch);
   }
 };
 
