@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../layers/activation.hpp"
 #include "conv_mma.cuh"
 
 namespace ctnn::kernels {
@@ -182,8 +183,9 @@ struct ConvPatchTile
 };
 
 // --- The kernel ----------------------------------------------------------------------------------------
-// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels).
-template <class Pb, class T>
+// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels). Fn:
+// the element-wise activation that follows the layer, applied before the store (identity_fn: none).
+template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
                   const float* __restrict__ bias,  // [M] (unused without Pb::has_bias)
@@ -260,7 +262,8 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + mw + 16 * i + 8 * h + g;
         if (m < Pb::M)
-          *reinterpret_cast<float2*>(out_n + m * plane + y * W + x) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          *reinterpret_cast<float2*>(out_n + m * plane + y * W + x) =
+              make_float2(Fn::apply(acc[i][j][2 * h]), Fn::apply(acc[i][j][2 * h + 1]));
       }
   }
 }
@@ -286,13 +289,13 @@ void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* 
   CTNN_CHECK_LAUNCH();
 }
 
-template <class Pb, class T>
+template <class Pb, class T, class Fn = identity_fn>
 void launch_conv_patch(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
                        int batch) {
   if (!conv_patch_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (TF32 patch kernel): weights and source must be 16-byte aligned, "
                                 "the output 8-byte aligned");
-  launch_conv_patch_kernel<Pb, T, kernel_conv_patch<Pb, T>>(stream, w, bias, src, out, batch);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_patch<Pb, T, Fn>>(stream, w, bias, src, out, batch);
 }
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md):
@@ -323,20 +326,21 @@ ConvPatchChoice conv_patch_plan(int batch) {
   return tall_blocks < one_wave && ConvPatchShort<Pb>::BN >= 128 ? ConvPatchChoice::short_rows : ConvPatchChoice::tall;
 }
 
-template <class Pb>
+template <class Pb, class Fn = identity_fn>
 void launch_conv_patch_tile(ConvPatchChoice tile, cudaStream_t stream, const float* w, const float* bias,
                             const float* src, float* out, int batch) {
   switch (tile) {
-    case ConvPatchChoice::tall: return launch_conv_patch<Pb, ConvPatchTall<Pb>>(stream, w, bias, src, out, batch);
-    case ConvPatchChoice::short_rows: return launch_conv_patch<Pb, ConvPatchShort<Pb>>(stream, w, bias, src, out, batch);
-    case ConvPatchChoice::wide: return launch_conv_patch<Pb, ConvPatchWide<Pb>>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::tall: return launch_conv_patch<Pb, ConvPatchTall<Pb>, Fn>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::short_rows:
+      return launch_conv_patch<Pb, ConvPatchShort<Pb>, Fn>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::wide: return launch_conv_patch<Pb, ConvPatchWide<Pb>, Fn>(stream, w, bias, src, out, batch);
   }
 }
 
-template <class Pb>
+template <class Pb, class Fn = identity_fn>
 void launch_conv_patch_auto(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
                             int batch) {
-  launch_conv_patch_tile<Pb>(conv_patch_plan<Pb>(batch), stream, w, bias, src, out, batch);
+  launch_conv_patch_tile<Pb, Fn>(conv_patch_plan<Pb>(batch), stream, w, bias, src, out, batch);
 }
 
 // --- The TF32 rule for the forward kind ----------------------------------------------------------------
@@ -357,6 +361,19 @@ void launch_conv_tf32_forward(cudaStream_t stream, const float* w, const float* 
     if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y))
       return launch_conv_patch_auto<ConvPatchFwd<G>>(stream, w, b, x, y, batch);
   launch_conv_mma_auto<ConvFwdGemm<G>>(stream, w, b, x, y, batch);
+}
+
+// The forward with the activation Fn that follows the layer as its epilogue, where the rule takes the
+// patch kernel; false, having launched nothing, elsewhere (its caller then runs Fn).
+template <class G, class Fn>
+bool launch_conv_tf32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
+                                  int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y)) {
+      launch_conv_patch_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
+      return true;
+    }
+  return false;
 }
 
 template <class G>

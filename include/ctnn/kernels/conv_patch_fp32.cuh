@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "../layers/activation.hpp"
 #include "conv_gemm.cuh"
 #include "conv_patch.cuh"
 #include "conv_patch_dgrad_s2.cuh"
@@ -45,8 +46,9 @@ struct ConvPatchF32Tile
 };
 
 // --- The kernel ----------------------------------------------------------------------------------------
-// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels).
-template <class Pb, class T>
+// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels). Fn:
+// the element-wise activation that follows the layer, applied before the store (identity_fn: none).
+template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
                        const float* __restrict__ bias,  // [M] (unused without Pb::has_bias)
@@ -125,7 +127,8 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
 #pragma unroll
       for (int q = 0; q < TN / 4; ++q)
         *reinterpret_cast<float4*>(out_row + m * plane + 4 * q) =
-            make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+            make_float4(Fn::apply(acc[i][4 * q]), Fn::apply(acc[i][4 * q + 1]), Fn::apply(acc[i][4 * q + 2]),
+                        Fn::apply(acc[i][4 * q + 3]));
   }
 }
 
@@ -135,12 +138,12 @@ inline bool conv_patch_fp32_aligned(const float* w, const float* src, const floa
   return conv_patch_aligned(w, src, out) && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 }
 
-template <class Pb, class T>
+template <class Pb, class T, class Fn = identity_fn>
 void launch_conv_patch_fp32(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
                             int batch) {
   if (!conv_patch_fp32_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (FP32 patch kernel): weights, source and output must be 16-byte aligned");
-  launch_conv_patch_kernel<Pb, T, kernel_conv_patch_fp32<Pb, T>>(stream, w, bias, src, out, batch);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_patch_fp32<Pb, T, Fn>>(stream, w, bias, src, out, batch);
 }
 
 // The tiles the rule takes (32 output channels a block, 128 threads), from conv_bench on an H100
@@ -181,11 +184,13 @@ bool conv_patch_fp32_wide(int batch) {
   return (long long)batch * ConvPatchF32Wide<Pb>::row_tiles * ceil_div(Pb::M, 32) >= conv_two_waves;
 }
 
-template <class Pb>
+template <class Pb, class Fn = identity_fn>
 void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const float* bias, const float* src,
                                  float* out, int batch) {
-  if (conv_patch_fp32_wide<Pb>(batch)) launch_conv_patch_fp32<Pb, ConvPatchF32Wide<Pb>>(stream, w, bias, src, out, batch);
-  else launch_conv_patch_fp32<Pb, ConvPatchF32Narrow<Pb>>(stream, w, bias, src, out, batch);
+  if (conv_patch_fp32_wide<Pb>(batch))
+    launch_conv_patch_fp32<Pb, ConvPatchF32Wide<Pb>, Fn>(stream, w, bias, src, out, batch);
+  else
+    launch_conv_patch_fp32<Pb, ConvPatchF32Narrow<Pb>, Fn>(stream, w, bias, src, out, batch);
 }
 
 // --- The FP32 rule for the implicit-GEMM family ---------------------------------------------------------
@@ -198,6 +203,19 @@ void launch_conv_fp32_forward(cudaStream_t stream, const float* w, const float* 
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>>(stream, w, b, x, y, batch);
   launch_conv_gemm_auto<ConvFwdGemm<G>>(stream, w, b, x, y, batch);
+}
+
+// The forward with the activation Fn that follows the layer as its epilogue, where the rule takes the
+// patch kernel; false, having launched nothing, where it takes the GEMM (its caller then runs Fn).
+template <class G, class Fn>
+bool launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
+                                  int batch) {
+  if constexpr (conv_patch_fp32_fits<G>())
+    if (conv_patch_fp32_aligned(w, x, y)) {
+      launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
+      return true;
+    }
+  return false;
 }
 
 template <class G>
