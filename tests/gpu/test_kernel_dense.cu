@@ -67,35 +67,29 @@ void test_dense(Tally& t, const char* name, std::initializer_list<int> batches, 
     B::backward(w.data(), x.data(), y_ref.data(), dy.data(), dx_ref.data(), dw_ref.data(), db_ref.data(), batch);
 
     DeviceBuffer<float> d_x(x), d_dy(dy), d_y(ny), d_dx(nx);
-    d_y.poison();
-    Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-    stream.sync();
-    const std::vector<float> y_first = d_y.download();
+    std::vector<float> relu_ref(y_ref);
+    for (float& v : relu_ref) v = relu_fn::apply(v);
+    // The forward into d_y (poisoned first) through a context, with or without ReLU.
+    auto forward = [&](const CudaContext& c, bool relu) {
+      d_y.poison();
+      if (relu) Dev::forward_relu(c, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      else Dev::forward(c, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      stream.sync();
+      return d_y.download();
+    };
+    const std::vector<float> y_first = forward(ctx, false);
     const bool split = Dev::Split::splits(batch) > 1;
     t(close_sum(y_first, y_ref, label(batch, split ? "forward (split-K)" : "forward")));
     if (split) {  // deterministic; and with ReLU; and without the workspace (one product instead)
-      d_y.poison();
-      Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-      stream.sync();
-      t(same_bits(d_y.download(), y_first, label(batch, "forward (split-K), second run")));
-      std::vector<float> relu_ref(y_ref);
-      for (float& v : relu_ref) v = relu_fn::apply(v);
-      d_y.poison();
-      Dev::forward_relu(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-      stream.sync();
-      t(close_sum(d_y.download(), relu_ref, label(batch, "forward_relu (split-K)")));
+      t(same_bits(forward(ctx, false), y_first, label(batch, "forward (split-K), second run")));
+      t(close_sum(forward(ctx, true), relu_ref, label(batch, "forward_relu (split-K)")));
       const CudaContext no_ws{stream.s, blas.h, nullptr, 0};
-      d_y.poison();
-      Dev::forward(no_ws, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-      stream.sync();
-      t(close_sum(d_y.download(), y_ref, label(batch, "forward without a workspace (unsplit)")));
+      t(close_sum(forward(no_ws, false), y_ref, label(batch, "forward without a workspace (unsplit)")));
     }
 
     // The forward through cuBLASLt (bias epilogue; bias and ReLU), from the buffers' 256-byte aligned
     // pointers and from x and y one float in (4-byte alignment: the plan must not assume more), and
     // without cuBLASLt (forward_relu: the product, then the ReLU kernel).
-    std::vector<float> relu_ref(y_ref);
-    for (float& v : relu_ref) v = relu_fn::apply(v);
     const CudaContext lt_ctx{stream.s, blas.h, ws.ptr, ws.n, nullptr, Math::fp32, nullptr, 0, blas.lt};
     std::vector<float> x_shifted(nx + 1);
     std::copy(x.begin(), x.end(), x_shifted.begin() + 1);

@@ -275,7 +275,22 @@ inline bool conv_patch_aligned(const float* w, const float* src, const float* ou
          reinterpret_cast<std::uintptr_t>(out) % 8 == 0;
 }
 
-// Either patch kernel (this one, conv_patch_fp32.cuh's) over batch × row tiles × ceil(M / BM) blocks.
+// The FP32 patch kernels (conv_patch_fp32.cuh, conv_patch_dgrad_s2.cuh) also store 16 bytes at a time.
+inline bool conv_patch_fp32_aligned(const float* w, const float* src, const float* out) {
+  return conv_patch_aligned(w, src, out) && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+}
+
+// Rows of a tile of about `threads` threads when a row takes `per_row` threads (the FP32 patch
+// kernels' tiles): whole warps, at least one row.
+constexpr int conv_patch_rows_for(int per_row, int threads) {
+  for (int th = max_of(1, threads / per_row); th >= 1; --th)
+    if (th * per_row % 32 == 0) return th;
+  for (int th = 2;; ++th)
+    if (th * per_row % 32 == 0) return th;
+}
+
+// Any patch kernel (this one, conv_patch_fp32.cuh's, conv_patch_dgrad_s2.cuh's) over batch × row tiles
+// × ceil(M / BM) blocks.
 template <class Pb, class T, auto Kernel>
 void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
                               int batch) {

@@ -18,7 +18,6 @@
 // Summation order: o increasing, then the taps (ky, kx) increasing, one fmaf each from zero: the unsplit
 // implicit GEMM's order (its parity classes list their taps that way), so the two agree to the bit.
 #include <cstddef>
-#include <cstdint>
 #include <stdexcept>
 
 #include "conv_patch.cuh"
@@ -153,23 +152,15 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,   // [Out][C][K][K]
 // The copies and the stores are 16 bytes wide: weights, dy and dx must be 16-byte aligned.
 template <class G, class T>
 void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  if (!conv_patch_aligned(w, dy, dx) || reinterpret_cast<std::uintptr_t>(dx) % 16 != 0)
+  if (!conv_patch_fp32_aligned(w, dy, dx))
     throw std::invalid_argument("ctnn: Conv backward (FP32 stride-2 patch kernel): weights, dy and dx must be "
                                 "16-byte aligned");
   launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, kernel_conv_patch_dgrad_s2<G, T>>(stream, w, nullptr, dy, dx, batch);
 }
 
-// dy rows of a tile of about `threads` threads: whole warps, at least one row.
+// A tile of about 128 threads: whole warps of dy rows.
 template <class G, int TM, int TB>
-constexpr int conv_patch_s2_rows(int threads) {
-  constexpr int per_row = (32 / TM) * (G::OW / TB);
-  for (int th = max_of(1, threads / per_row); th >= 1; --th)
-    if (th * per_row % 32 == 0) return th;
-  for (int th = 2;; ++th)
-    if (th * per_row % 32 == 0) return th;
-}
-template <class G, int TM, int TB>
-using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_s2_rows<G, TM, TB>(128)>;
+using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128)>;
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md; 128 threads, 32 channels):
 //   wide    2 channels × 8 dy columns a thread: the fastest where its blocks fill the GPU three times

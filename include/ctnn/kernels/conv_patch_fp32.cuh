@@ -133,10 +133,8 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
 }
 
 // --- Launch --------------------------------------------------------------------------------------------
-// The copies and the stores are 16 bytes wide: weights, source and output must be 16-byte aligned.
-inline bool conv_patch_fp32_aligned(const float* w, const float* src, const float* out) {
-  return conv_patch_aligned(w, src, out) && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-}
+// The copies and the stores are 16 bytes wide: weights, source and output must be 16-byte aligned
+// (conv_patch_fp32_aligned, conv_patch.cuh).
 
 template <class Pb, class T, class Fn = identity_fn>
 void launch_conv_patch_fp32(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
@@ -157,11 +155,7 @@ void launch_conv_patch_fp32(cudaStream_t stream, const float* w, const float* bi
 // Output rows of a tile of about `threads` threads (BM = 32): whole warps, at least one row.
 template <class Pb, int TN>
 constexpr int conv_patch_fp32_rows(int threads) {
-  constexpr int per_row = (32 / 8) * (Pb::W / TN);
-  for (int th = max_of(1, threads / per_row); th >= 1; --th)
-    if (th * per_row % 32 == 0) return th;
-  for (int th = 2;; ++th)
-    if (th * per_row % 32 == 0) return th;
+  return conv_patch_rows_for((32 / 8) * (Pb::W / TN), threads);
 }
 template <class Pb>
 using ConvPatchF32Wide = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 8>(128), 2>;
