@@ -47,8 +47,9 @@ std::vector<T> slice(const std::vector<T>& v, std::size_t at, std::size_t n) {
   return std::vector<T>(v.begin() + std::ptrdiff_t(at), v.begin() + std::ptrdiff_t(at + n));
 }
 
+// Returns how many activation backward passes the fused passes folded into the layer above (grad_folded).
 template <class Net, class Loss>
-void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int> batches = {1, 37, max_batch}) {
+int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int> batches = {1, 37, max_batch}) {
   using Gpu = CudaNetwork<Net, max_batch>;
   using plan = BufferPlan<Net>;
   using fusion = FusionPlan<Net>;
@@ -104,6 +105,7 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
     return f;
   };
 
+  int total_folds = 0;
   for (int batch : batches) {
     const std::string tag = std::string(name) + " batch " + std::to_string(batch) + ": ";
     const std::uint64_t case_seed = seed * 1000 + std::uint64_t(batch);
@@ -175,6 +177,8 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
     std::vector<std::vector<float>> fused(L + 1), fused_dx(L + 1);
     for (std::size_t i = 1; i <= top + 1; ++i) fused[i] = gpu.download_activation(i, batch);
     for (std::size_t i = 1; i <= top; ++i) fused_dx[i] = gpu.download_activation_grad(i, batch);
+    std::vector<bool> folded(L + 1, false);  // activation_grad(i) unwritten: layer i folded activation i − 1
+    for (std::size_t i = 1; i <= L; ++i) folded[i] = gpu.grad_folded(i);
     const std::vector<float> loss = d_loss.download();
     const std::vector<std::int32_t> correct = d_correct.download();
 
@@ -217,12 +221,28 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
                            1e-7 + 2e-5 * ctnn_test::max_abs(want) + 1e-6 * terms / double(plan::bias_count[i])));
       }
     }
-    for (std::size_t g = 1; g <= tg; ++g) {  // the gradient at each group's input (group 0 has none)
-      const std::size_t i = fusion::groups[g].first;
+    // The gradient at each group's input (group 0 has none); where the group's first layer folded the
+    // activation below it, the gradient at that activation's input instead, and at any layer that
+    // folded one inside a group.
+    for (std::size_t g = 1; g <= tg; ++g) {
+      const std::size_t first = fusion::groups[g].first;
+      const std::size_t i = folded[first] ? first - 1 : first;
       const float* h = host.activation_grad(i, batch);
       t(compare(fused_dx[i], std::vector<float>(h, h + plan::act_size[i] * std::size_t(batch)),
-                tag + "gradient at the input of layer " + std::to_string(i)));
+                tag + "gradient at the input of layer " + std::to_string(i) +
+                    (folded[first] ? " (the activation's backward in layer " + std::to_string(first) + "'s)" : "")));
     }
+    for (std::size_t i = 2; i <= top; ++i) {
+      if (!folded[i] || fusion::group_of(i) != fusion::group_of(i - 1)) continue;
+      const float* h = host.activation_grad(i - 1, batch);
+      t(compare(fused_dx[i - 1], std::vector<float>(h, h + plan::act_size[i - 1] * std::size_t(batch)),
+                tag + "gradient at the input of layer " + std::to_string(i - 1) + " (the activation's backward in layer " +
+                    std::to_string(i) + "'s)"));
+    }
+    int folds = 0;
+    for (std::size_t i = 1; i <= L; ++i) folds += folded[i];
+    std::printf("     %sactivation backward passes folded into the layer above: %d\n", tag.c_str(), folds);
+    total_folds += folds;
     {
       bool zero = true;
       for (std::size_t i = 0; i < L; ++i) {
@@ -242,6 +262,7 @@ void test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<in
     gpu.synchronize();
     t(ctnn_test::same_bits(gpu.gradients(), grads, (tag + "a second pass gives the same gradients").c_str()));
   }
+  return total_folds;
 }
 
 // The network kernel alone (kernels/network_forward.cuh) against the host's evaluation forward, from

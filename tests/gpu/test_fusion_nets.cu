@@ -4,8 +4,9 @@
 // and BatchNorm that block a fusion, a stride-2 convolution (the gather input-gradient kernel), a
 // chain that is not the last (its backward from the layer above), chains with and without Softmax, a
 // group fused in evaluation only (an RGB stem whose training takes the patch weight gradient),
-// softmax cross-entropy and Mse (also through a Softmax). The network kernel (network_forward.cuh) in
-// each, and alone on a network with the layers the fused groups leave out.
+// activations in a convolution's epilogue, softmax cross-entropy and Mse (also through a Softmax). The
+// network kernel (network_forward.cuh) in each, and alone on a network with the layers the fused
+// groups leave out.
 #include <cstdio>
 #include <exception>
 
@@ -37,6 +38,13 @@ using Pools = Network<Seq<Conv<5, 3, Pad<1>>, Sigmoid, Pool<3>, Conv<4, 2>, AvgP
                       Input<1, 15, 15>>;
 // Mse through a final Softmax: the loss reads the chain's last layer (the Softmax's backward runs alone).
 using SoftMse = Network<Seq<Dense<24>, ReLU, Dense<6>, Softmax>, Input<2, 4, 4>>;
+// 16-channel convolutions whose rule picks the staged-patch kernels: the activation after each runs in
+// the convolution's store (cuda_layer<Conv>::forward_act) where the layers run one by one, the Conv's
+// own slot unwritten; ReLU and Sigmoid, with and without a pooling after, stride 1 and 2. In the fused
+// backward the pooling and the stride-2 Conv take the backward of the activation below them.
+using Wide = Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Pool<2>, Conv<16, 3, Pad<1>>, Sigmoid,
+                         Conv<16, 3, Stride<2>, Pad<1>>, ReLU, Dense<10>, Softmax>,
+                     Input<16, 16, 32>>;
 // For the network kernel alone: a dilated and a strided Conv, LeakyReLU, Dropout (evaluation: nothing),
 // BatchNorm on planes and on a flat vector (random running statistics), GlobalAvgPool, an overlapping
 // average pooling with padding, Softmax.
@@ -59,6 +67,10 @@ int main() {
     fusion_test::test_network<Split, SoftmaxCrossEntropy>(t, "Split chains", 34, {37, 64});
     fusion_test::test_network<Pools, SoftmaxCrossEntropy>(t, "Pools", 35);
     fusion_test::test_network<SoftMse, Mse>(t, "Mse through Softmax", 36);
+    const int folds =
+        fusion_test::test_network<Wide, SoftmaxCrossEntropy>(t, "Wide (activations in the patch kernels' epilogue)", 39);
+    std::printf("%s Wide: some activation backward passes folded into the layer above (%d)\n", folds > 0 ? "ok  " : "FAIL", folds);
+    t(folds > 0);
     fusion_test::test_network_kernel<Gap>(t, "Gap (network kernel)", 37);
   } catch (const std::exception& e) {
     std::printf("FAIL unexpected exception: %s\n", e.what());

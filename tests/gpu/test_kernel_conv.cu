@@ -184,6 +184,27 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       t(same_bits(dx_s4, dx_wide, label(batch, "backward data stride-2 patch, 4 x 4 a thread = GEMM")));
     }
 
+    // The backward of an activation below the layer in the store (x standing for its output): exactly
+    // where the rule runs a patch kernel, and then dx · Fn'(x) to the bit (ReLU: a mask; Tanh: a product).
+    auto dgrad_act = [&]<class Fn>(Fn) {
+      d_dx.poison();
+      const bool fused = Dev::template backward_data_act<Fn>(ctx, d_w.ptr, d_x.ptr, d_dy.ptr, d_dx.ptr, batch);
+      stream.sync();
+      const bool expected = (patch || patch_s2) && Dev::dgrad_algo == ConvAlgo::implicit_gemm;
+      if (!t(fused == expected))
+        std::printf("FAIL %s: backward_data_act<%s> ran the epilogue: %d, expected %d\n", label(batch, ""), Fn::name,
+                    fused, expected);
+      if (fused) {
+        std::vector<float> want(dx_gemm);
+        for (std::size_t k = 0; k < want.size(); ++k) want[k] *= Fn::derivative(x[k]);
+        char q[120];
+        std::snprintf(q, sizeof q, "backward data with %s's backward in the epilogue = dx · %s'(x)", Fn::name, Fn::name);
+        t(same_bits(d_dx.download(), want, label(batch, q)));
+      }
+    };
+    dgrad_act(relu_fn{});
+    dgrad_act(tanh_fn{});
+
     // Split-K over clusters of 2, 4 and 8 blocks, both tiles, both directions: each split sums its
     // range of k, the partials are added in split order (so not the unsplit bits); two runs, same bits.
     if (kernels::clusters_supported())

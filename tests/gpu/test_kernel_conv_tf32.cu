@@ -217,6 +217,18 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
     // Backward data, through the layer and through each tile.
     const auto dx = run([&] { Dev::template backward_data_with<gemm>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx);
     check_tf32(t, dx, dx_ref, label(batch, "backward data"));
+    if constexpr (Dev::dgrad_algo == gemm) {  // ReLU's backward in the epilogue where the rule's kernel has one
+      bool fused = false;
+      const auto dx_act =
+          run([&] { fused = Dev::template backward_data_act<relu_fn>(ctx, d_w.ptr, d_x.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx);
+      if (fused) {
+        std::vector<float> want(dx);
+        for (std::size_t k = 0; k < want.size(); ++k) want[k] *= relu_fn::derivative(x[k]);
+        t(same_bits(dx_act, want, label(batch, "backward data with ReLU's backward in the epilogue = dx · ReLU'(x)")));
+      }
+      if (kernels::conv_patch_fits<G>() && !t(fused == kernels::conv_patch_chosen<G>(batch)))
+        std::printf("FAIL %s: backward_data_act ran the epilogue: %d\n", label(batch, ""), fused);
+    }
     check_tf32(t, run([&] { kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaWide<G::C>>(stream.s, d_w.ptr, d_dy.ptr,
                                                                                           d_dx.ptr, batch); },
                       d_dx),

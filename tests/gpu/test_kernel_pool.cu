@@ -55,6 +55,22 @@ void test_pool(Tally& t, const char* name, std::initializer_list<int> batches, s
     Dev::backward(ctx, nullptr, d_x.ptr, d_y.ptr, d_dy.ptr, d_dx.ptr, nullptr, nullptr, batch);
     stream.sync();
     t(same_bits(d_dx.download(), dx_ref, label(batch, "backward dx")));
+
+    // The backward of an activation below the pooling folded into this one (x standing for its output):
+    // dx · Fn'(x) to the bit, as that activation's own kernel computes it.
+    auto folded = [&]<class Fn>(Fn) {
+      std::vector<float> want(dx_ref);
+      for (std::size_t k = 0; k < nx; ++k) want[k] = want[k] * Fn::derivative(x[k]);
+      d_dx.poison();
+      const bool ran = Dev::template backward_data_act<Fn>(ctx, nullptr, d_x.ptr, d_dy.ptr, d_dx.ptr, batch);
+      stream.sync();
+      t(ran);
+      char q[80];
+      std::snprintf(q, sizeof q, "backward dx with %s's backward folded in", Fn::name);
+      t(same_bits(d_dx.download(), want, label(batch, q)));
+    };
+    folded(relu_fn{});
+    folded(sigmoid_fn{});
   }
 }
 

@@ -118,8 +118,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   // y = Fn(the forward): the element-wise activation that follows the layer applied in the kernel's
   // epilogue (same bits as forward then the activation's kernel), where the rule's kernel has one (the
   // staged-patch kernels, FP32 and TF32). Returns false, having launched nothing, elsewhere: the
-  // caller then runs forward and the activation. (The network's layer-by-layer forward does not call
-  // it yet: issue 9's closing note of 2026-11-25 holds that step, which still needs its GPU run.)
+  // caller then runs forward and the activation.
+  // The network's layer-by-layer forward calls it for a convolution followed by an activation.
+  static constexpr bool has_forward_act = forward_algo == ConvAlgo::implicit_gemm;
   template <class Fn>
   static bool forward_act(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
                           int batch) {
@@ -150,6 +151,20 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       kernels::kernel_conv_backward_data<dims><<<grid, Dg::threads, 0, ctx.stream>>>(w, dy, dx);
       CTNN_CHECK_LAUNCH();
     }
+  }
+
+  // dx = dy back through the layer, times Fn'(x): the backward of the activation Fn below the layer
+  // (whose output x, the layer's input, is) folded into the store, where the rule's kernel has that
+  // epilogue (the staged-patch kernels); false, having launched nothing, elsewhere. The network's fused
+  // backward calls it for an activation followed by a convolution.
+  static constexpr bool has_backward_data_act = dgrad_algo == ConvAlgo::implicit_gemm;
+  template <class Fn>
+  static bool backward_data_act(const CudaContext& ctx, const float* w, const float* x, const float* dy, float* dx,
+                                int batch) {
+    kernels::check_batch(batch, "Conv backward");
+    if constexpr (dgrad_algo != ConvAlgo::implicit_gemm) return false;
+    else if (ctx.math == Math::tf32) return kernels::launch_conv_tf32_dgrad_act<dims, Fn>(ctx.stream, w, dy, x, dx, batch);
+    else return kernels::launch_conv_fp32_dgrad_act<dims, Fn>(ctx.stream, w, dy, x, dx, batch);
   }
 
   // dw and db from x and dy, through ctx.workspace (workspace_floats_for<Algo>(batch) floats).

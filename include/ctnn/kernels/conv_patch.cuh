@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "../layers/activation.hpp"
 #include "conv_mma.cuh"
@@ -182,15 +183,44 @@ struct ConvPatchTile
   static_assert(TH % WN == 0, "each warp owns whole output rows");
 };
 
+// --- The epilogue (all the patch kernels) ----------------------------------------------------------------
+// Stores N = 2 or 4 consecutive results v at out + at (8- or 16-byte aligned). An activation Fn in the
+// store:
+//   forward        Fn::apply(v): the activation that follows the layer (its output is what is stored);
+//   backward data  v · Fn::derivative(y), y read at below + at, the output of the
+//                  activation below the layer (which is the layer's input): that activation's backward,
+//                  folded into this one. Same bits as the activation's own kernel (dy · derivative(y)).
+// identity_fn: v as it is.
+template <bool Dgrad, class Fn, int N>
+__device__ __forceinline__ void conv_patch_store(float* out, const float* below, std::size_t at, const float (&v)[N]) {
+  static_assert(N == 2 || N == 4, "8- or 16-byte stores");
+  using Vec = std::conditional_t<N == 4, float4, float2>;
+  float r[N];
+  if constexpr (std::is_same_v<Fn, identity_fn>) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) r[k] = v[k];
+  } else if constexpr (!Dgrad) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) r[k] = Fn::apply(v[k]);
+  } else {
+    const Vec y = *reinterpret_cast<const Vec*>(below + at);
+    const float* ys = reinterpret_cast<const float*>(&y);
+#pragma unroll
+    for (int k = 0; k < N; ++k) r[k] = v[k] * Fn::derivative(ys[k]);
+  }
+  *reinterpret_cast<Vec*>(out + at) = *reinterpret_cast<const Vec*>(r);
+}
+
 // --- The kernel ----------------------------------------------------------------------------------------
 // Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels). Fn:
-// the element-wise activation that follows the layer, applied before the store (identity_fn: none).
+// the activation of the store (conv_patch_store): forward, the one that follows the layer; backward
+// data, the one below it, whose output `aux` holds (identity_fn: none).
 template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
-kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
-                  const float* __restrict__ bias,  // [M] (unused without Pb::has_bias)
-                  const float* __restrict__ src,   // [batch][SC][H][W]
-                  float* __restrict__ out)         // [batch][M][H][W]
+kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
+                  const float* __restrict__ aux,  // bias [M] (forward); Fn's output, as out (backward data)
+                  const float* __restrict__ src,  // [batch][SC][H][W]
+                  float* __restrict__ out)        // [batch][M][H][W]
 {
   constexpr int BM = T::BM, KK = T::KK, K = Pb::K, W = Pb::W, H = Pb::H;
   constexpr int RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ;
@@ -220,7 +250,7 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + mw + 16 * i + 8 * h + g;
-      const float b0 = Pb::has_bias && m < Pb::M ? bias[m] : 0.f;
+      const float b0 = Pb::has_bias && m < Pb::M ? aux[m] : 0.f;
 #pragma unroll
       for (int j = 0; j < NJ; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b0;
     }
@@ -251,7 +281,7 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
   });
 
   // A thread holds columns 2t, 2t + 1 of n tile j (one output row, 8-byte aligned: W % 8 == 0).
-  float* out_n = out + std::size_t(n) * Pb::M * plane;
+  const std::size_t at_n = std::size_t(n) * Pb::M * plane;
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     const int y = y0 + yw + j / (W / 8), x = (j % (W / 8)) * 8 + 2 * t;
@@ -261,9 +291,9 @@ kernel_conv_patch(const float* __restrict__ w,     // [Out][C][K][K]
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + mw + 16 * i + 8 * h + g;
-        if (m < Pb::M)
-          *reinterpret_cast<float2*>(out_n + m * plane + y * W + x) =
-              make_float2(Fn::apply(acc[i][j][2 * h]), Fn::apply(acc[i][j][2 * h + 1]));
+        const std::size_t at = at_n + m * plane + y * W + x;
+        const float v[2] = {acc[i][j][2 * h], acc[i][j][2 * h + 1]};
+        if (m < Pb::M) conv_patch_store<Pb::dgrad, Fn>(out, aux, at, v);
       }
   }
 }
@@ -292,7 +322,7 @@ constexpr int conv_patch_rows_for(int per_row, int threads) {
 // Any patch kernel (this one, conv_patch_fp32.cuh's, conv_patch_dgrad_s2.cuh's) over batch × row tiles
 // × ceil(M / BM) blocks.
 template <class Pb, class T, auto Kernel>
-void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* aux, const float* src, float* out,
                               int batch) {
   const long long blocks = (long long)batch * T::row_tiles;
   if (blocks > 0x7fffffffLL)
@@ -300,17 +330,17 @@ void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* 
   if (batch <= 0) return;
   request_dynamic_smem<Kernel, T::smem_bytes>();
   const dim3 grid{unsigned(blocks), unsigned(ceil_div(Pb::M, T::BM))};
-  Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, bias, src, out);
+  Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, aux, src, out);
   CTNN_CHECK_LAUNCH();
 }
 
 template <class Pb, class T, class Fn = identity_fn>
-void launch_conv_patch(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+void launch_conv_patch(cudaStream_t stream, const float* w, const float* aux, const float* src, float* out,
                        int batch) {
   if (!conv_patch_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (TF32 patch kernel): weights and source must be 16-byte aligned, "
                                 "the output 8-byte aligned");
-  launch_conv_patch_kernel<Pb, T, kernel_conv_patch<Pb, T, Fn>>(stream, w, bias, src, out, batch);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_patch<Pb, T, Fn>>(stream, w, aux, src, out, batch);
 }
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md):
@@ -342,20 +372,20 @@ ConvPatchChoice conv_patch_plan(int batch) {
 }
 
 template <class Pb, class Fn = identity_fn>
-void launch_conv_patch_tile(ConvPatchChoice tile, cudaStream_t stream, const float* w, const float* bias,
+void launch_conv_patch_tile(ConvPatchChoice tile, cudaStream_t stream, const float* w, const float* aux,
                             const float* src, float* out, int batch) {
   switch (tile) {
-    case ConvPatchChoice::tall: return launch_conv_patch<Pb, ConvPatchTall<Pb>, Fn>(stream, w, bias, src, out, batch);
+    case ConvPatchChoice::tall: return launch_conv_patch<Pb, ConvPatchTall<Pb>, Fn>(stream, w, aux, src, out, batch);
     case ConvPatchChoice::short_rows:
-      return launch_conv_patch<Pb, ConvPatchShort<Pb>, Fn>(stream, w, bias, src, out, batch);
-    case ConvPatchChoice::wide: return launch_conv_patch<Pb, ConvPatchWide<Pb>, Fn>(stream, w, bias, src, out, batch);
+      return launch_conv_patch<Pb, ConvPatchShort<Pb>, Fn>(stream, w, aux, src, out, batch);
+    case ConvPatchChoice::wide: return launch_conv_patch<Pb, ConvPatchWide<Pb>, Fn>(stream, w, aux, src, out, batch);
   }
 }
 
 template <class Pb, class Fn = identity_fn>
-void launch_conv_patch_auto(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+void launch_conv_patch_auto(cudaStream_t stream, const float* w, const float* aux, const float* src, float* out,
                             int batch) {
-  launch_conv_patch_tile<Pb, Fn>(conv_patch_plan<Pb>(batch), stream, w, bias, src, out, batch);
+  launch_conv_patch_tile<Pb, Fn>(conv_patch_plan<Pb>(batch), stream, w, aux, src, out, batch);
 }
 
 // --- The TF32 rule for the forward kind ----------------------------------------------------------------
@@ -397,6 +427,20 @@ void launch_conv_tf32_dgrad(cudaStream_t stream, const float* w, const float* dy
     if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx))
       return launch_conv_patch_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
   launch_conv_dgrad_mma_auto<G>(stream, w, dy, dx, batch);
+}
+
+// Backward data with the backward of the activation Fn below the layer folded into its store (below:
+// that activation's output, the layer's input), where the rule takes the patch kernel; false, having
+// launched nothing, elsewhere (its caller then runs the activation's backward).
+template <class G, class Fn>
+bool launch_conv_tf32_dgrad_act(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
+                                int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx) && aligned_to(below, 8)) {
+      launch_conv_patch_auto<ConvPatchDgrad<G>, Fn>(stream, w, below, dy, dx, batch);
+      return true;
+    }
+  return false;
 }
 
 }  // namespace ctnn::kernels

@@ -62,13 +62,14 @@ struct ConvPatchS2Tile
   static_assert(threads % 32 == 0 && threads >= 64 && threads <= 256, "2 to 8 warps");
 };
 
-// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the input channels).
-template <class G, class T>
+// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the input channels). Fn: the
+// activation below the layer, whose backward the store applies (conv_patch_store; identity_fn: none).
+template <class G, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
-kernel_conv_patch_dgrad_s2(const float* __restrict__ w,   // [Out][C][K][K]
-                           const float* __restrict__ /*unused bias*/,
-                           const float* __restrict__ dy,  // [batch][Out][OH][OW]
-                           float* __restrict__ dx)        // [batch][C][H][W]
+kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
+                           const float* __restrict__ below,  // [batch][C][H][W]: Fn's output (or unused)
+                           const float* __restrict__ dy,     // [batch][Out][OH][OW]
+                           float* __restrict__ dx)           // [batch][C][H][W]
 {
   using Pb = ConvPatchDgradS2<G>;
   constexpr int TM = T::TM, TB = T::TB, MG = T::MG, K = G::K, KK = T::KK, P = G::P;
@@ -134,7 +135,7 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,   // [Out][C][K][K]
 
   const int a = y0 + yl;
   if (a >= G::OH) return;
-  float* dx_at = dx + std::size_t(n) * G::C * dx_plane + std::size_t(2 * a) * G::W + 2 * b0;
+  const std::size_t at = std::size_t(n) * G::C * dx_plane + std::size_t(2 * a) * G::W + 2 * b0;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int c = m0 + mg + MG * i;
@@ -142,20 +143,23 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,   // [Out][C][K][K]
 #pragma unroll
       for (int py = 0; py < 2; ++py)
 #pragma unroll
-        for (int q = 0; q < TB / 2; ++q)
-          *reinterpret_cast<float4*>(dx_at + c * dx_plane + py * G::W + 4 * q) =
-              make_float4(acc[i][py][4 * q], acc[i][py][4 * q + 1], acc[i][py][4 * q + 2], acc[i][py][4 * q + 3]);
+        for (int q = 0; q < TB / 2; ++q) {
+          const float v[4] = {acc[i][py][4 * q], acc[i][py][4 * q + 1], acc[i][py][4 * q + 2], acc[i][py][4 * q + 3]};
+          conv_patch_store<true, Fn>(dx, below, at + c * dx_plane + py * G::W + 4 * q, v);
+        }
   }
 }
 
 // --- Launch --------------------------------------------------------------------------------------------
 // The copies and the stores are 16 bytes wide: weights, dy and dx must be 16-byte aligned.
-template <class G, class T>
-void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+// Fn, below: the activation below the layer and its output (see the kernel).
+template <class G, class T, class Fn = identity_fn>
+void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
+                                const float* below = nullptr) {
   if (!conv_patch_fp32_aligned(w, dy, dx))
     throw std::invalid_argument("ctnn: Conv backward (FP32 stride-2 patch kernel): weights, dy and dx must be "
                                 "16-byte aligned");
-  launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, kernel_conv_patch_dgrad_s2<G, T>>(stream, w, nullptr, dy, dx, batch);
+  launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, kernel_conv_patch_dgrad_s2<G, T, Fn>>(stream, w, below, dy, dx, batch);
 }
 
 // A tile of about 128 threads: whole warps of dy rows.
@@ -180,13 +184,14 @@ constexpr bool conv_patch_dgrad_s2_fits() {
   else return ConvPatchS2Wide<G>::within_budget && ConvPatchS2Narrow<G>::within_budget;
 }
 
-template <class G>
-void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+template <class G, class Fn = identity_fn>
+void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
+                                     const float* below = nullptr) {
   using Wide = ConvPatchS2Wide<G>;
   if ((long long)batch * Wide::row_tiles * ceil_div(G::C, 32) >= 3 * conv_two_waves)
-    launch_conv_patch_dgrad_s2<G, Wide>(stream, w, dy, dx, batch);
+    launch_conv_patch_dgrad_s2<G, Wide, Fn>(stream, w, dy, dx, batch, below);
   else
-    launch_conv_patch_dgrad_s2<G, ConvPatchS2Narrow<G>>(stream, w, dy, dx, batch);
+    launch_conv_patch_dgrad_s2<G, ConvPatchS2Narrow<G>, Fn>(stream, w, dy, dx, batch, below);
 }
 
 }  // namespace ctnn::kernels

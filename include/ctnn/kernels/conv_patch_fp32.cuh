@@ -47,13 +47,14 @@ struct ConvPatchF32Tile
 
 // --- The kernel ----------------------------------------------------------------------------------------
 // Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels). Fn:
-// the element-wise activation that follows the layer, applied before the store (identity_fn: none).
+// the activation of the store (conv_patch_store, conv_patch.cuh): forward, the one that follows the
+// layer; backward data, the one below it, whose output `aux` holds (identity_fn: none).
 template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
-kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
-                       const float* __restrict__ bias,  // [M] (unused without Pb::has_bias)
-                       const float* __restrict__ src,   // [batch][SC][H][W]
-                       float* __restrict__ out)         // [batch][M][H][W]
+kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
+                       const float* __restrict__ aux,  // bias [M] (forward); Fn's output, as out (backward data)
+                       const float* __restrict__ src,  // [batch][SC][H][W]
+                       float* __restrict__ out)        // [batch][M][H][W]
 {
   constexpr int TM = T::TM, TN = T::TN, MG = T::MG, K = Pb::K, KK = T::KK, P = Pb::P, W = Pb::W;
   constexpr int SL = TN + K - 1;  // a thread's input values of one row
@@ -79,7 +80,7 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + mg + MG * i;
-    const float b0 = Pb::has_bias && m < Pb::M ? bias[m] : 0.f;
+    const float b0 = Pb::has_bias && m < Pb::M ? aux[m] : 0.f;
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = b0;
   }
@@ -119,16 +120,16 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
 
   const int y = y0 + yl;
   if (y >= Pb::H) return;
-  float* out_row = out + std::size_t(n) * Pb::M * plane + y * W + x0;
+  const std::size_t at_row = std::size_t(n) * Pb::M * plane + y * W + x0;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + mg + MG * i;
     if (m < Pb::M)
 #pragma unroll
-      for (int q = 0; q < TN / 4; ++q)
-        *reinterpret_cast<float4*>(out_row + m * plane + 4 * q) =
-            make_float4(Fn::apply(acc[i][4 * q]), Fn::apply(acc[i][4 * q + 1]), Fn::apply(acc[i][4 * q + 2]),
-                        Fn::apply(acc[i][4 * q + 3]));
+      for (int q = 0; q < TN / 4; ++q) {
+        const float v[4] = {acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]};
+        conv_patch_store<Pb::dgrad, Fn>(out, aux, at_row + m * plane + 4 * q, v);
+      }
   }
 }
 
@@ -137,11 +138,11 @@ kernel_conv_patch_fp32(const float* __restrict__ w,     // [Out][C][K][K]
 // (conv_patch_fp32_aligned, conv_patch.cuh).
 
 template <class Pb, class T, class Fn = identity_fn>
-void launch_conv_patch_fp32(cudaStream_t stream, const float* w, const float* bias, const float* src, float* out,
+void launch_conv_patch_fp32(cudaStream_t stream, const float* w, const float* aux, const float* src, float* out,
                             int batch) {
   if (!conv_patch_fp32_aligned(w, src, out))
     throw std::invalid_argument("ctnn: Conv (FP32 patch kernel): weights, source and output must be 16-byte aligned");
-  launch_conv_patch_kernel<Pb, T, kernel_conv_patch_fp32<Pb, T, Fn>>(stream, w, bias, src, out, batch);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_patch_fp32<Pb, T, Fn>>(stream, w, aux, src, out, batch);
 }
 
 // The tiles the rule takes (32 output channels a block, 128 threads), from conv_bench on an H100
@@ -179,12 +180,12 @@ bool conv_patch_fp32_wide(int batch) {
 }
 
 template <class Pb, class Fn = identity_fn>
-void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const float* bias, const float* src,
+void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const float* aux, const float* src,
                                  float* out, int batch) {
   if (conv_patch_fp32_wide<Pb>(batch))
-    launch_conv_patch_fp32<Pb, ConvPatchF32Wide<Pb>, Fn>(stream, w, bias, src, out, batch);
+    launch_conv_patch_fp32<Pb, ConvPatchF32Wide<Pb>, Fn>(stream, w, aux, src, out, batch);
   else
-    launch_conv_patch_fp32<Pb, ConvPatchF32Narrow<Pb>, Fn>(stream, w, bias, src, out, batch);
+    launch_conv_patch_fp32<Pb, ConvPatchF32Narrow<Pb>, Fn>(stream, w, aux, src, out, batch);
 }
 
 // --- The FP32 rule for the implicit-GEMM family ---------------------------------------------------------
@@ -220,6 +221,24 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
   if constexpr (conv_patch_dgrad_s2_fits<G>())
     if (conv_patch_fp32_aligned(w, dy, dx)) return launch_conv_patch_dgrad_s2_auto<G>(stream, w, dy, dx, batch);
   launch_conv_dgrad_gemm_auto<G>(stream, w, dy, dx, batch);
+}
+
+// Backward data with the backward of the activation Fn below the layer folded into its store (below:
+// that activation's output, the layer's input), where the rule takes a patch kernel; false, having
+// launched nothing, where it takes the GEMM (its caller then runs the activation's backward).
+template <class G, class Fn>
+bool launch_conv_fp32_dgrad_act(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
+                                int batch) {
+  if (!conv_patch_fp32_aligned(w, dy, dx) || !aligned_to(below, 16)) return false;
+  if constexpr (conv_patch_fp32_fits<G>()) {
+    launch_conv_patch_fp32_auto<ConvPatchDgrad<G>, Fn>(stream, w, below, dy, dx, batch);
+    return true;
+  } else if constexpr (conv_patch_dgrad_s2_fits<G>()) {
+    launch_conv_patch_dgrad_s2_auto<G, Fn>(stream, w, dy, dx, batch, below);
+    return true;
+  } else {
+    return false;
+  }
 }
 
 // --- Backward weights ----------------------------------------------------------------------------------

@@ -8,8 +8,10 @@
 // gradients, finding the window's maximum once instead of once per element.
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 #include "../core/cuda_context.hpp"
+#include "../layers/activation.hpp"
 #include "../layers/pool.hpp"
 #include "launch.cuh"
 
@@ -79,7 +81,16 @@ kernel_pool_forward(const float* __restrict__ x,  // [planes][H][W], planes = ba
   y[i] = Kind == PoolKind::max ? acc : acc / float(G::K * G::K);
 }
 
-template <PoolKind Kind, class G>
+// The backward kernels' store: g, times Fn'(x) where an activation Fn precedes the pooling (its
+// backward folded into this one: x, the pooling's input, is that activation's output; same bits as its
+// own kernel, dy · derivative(y)).
+template <class Fn>
+__device__ __forceinline__ float pool_grad_out(float g, float x) {
+  if constexpr (std::is_same_v<Fn, identity_fn>) return g;
+  else return g * Fn::derivative(x);
+}
+
+template <PoolKind Kind, class G, class Fn = identity_fn>
 __global__ void __launch_bounds__(pool_threads)
 kernel_pool_backward(const float* __restrict__ x,   // [planes][H][W]
                      const float* __restrict__ dy,  // [planes][OH][OW]
@@ -107,12 +118,12 @@ kernel_pool_backward(const float* __restrict__ x,   // [planes][H][W]
         g += dyp[oy * G::OW + ox] / float(G::K * G::K);
       }
     }
-  dx[i] = g;
+  dx[i] = pool_grad_out<Fn>(g, xp[pos]);
 }
 
 // Backward for windows that tile the input (G::tiled): thread i takes window i and writes its K·K
 // input gradients, each exactly once, as 0 + g like the host (which turns −0 into +0).
-template <PoolKind Kind, class G>
+template <PoolKind Kind, class G, class Fn = identity_fn>
 __global__ void __launch_bounds__(pool_threads)
 kernel_pool_backward_tiled(const float* __restrict__ x,   // [planes][H][W]
                            const float* __restrict__ dy,  // [planes][OH][OW]
@@ -134,8 +145,8 @@ kernel_pool_backward_tiled(const float* __restrict__ x,   // [planes][H][W]
 #pragma unroll
     for (int kx = 0; kx < G::K; ++kx) {
       const int at = (oy * G::K + ky) * G::W + ox * G::K + kx;
-      if constexpr (Kind == PoolKind::max) dxp[at] = at == best ? 0.f + g : 0.f;
-      else dxp[at] = 0.f + g / float(G::K * G::K);
+      if constexpr (Kind == PoolKind::max) dxp[at] = pool_grad_out<Fn>(at == best ? 0.f + g : 0.f, xp[at]);
+      else dxp[at] = pool_grad_out<Fn>(0.f + g / float(G::K * G::K), xp[at]);
     }
 }
 
@@ -161,21 +172,32 @@ struct cuda_pooling {
     CTNN_CHECK_LAUNCH();
   }
 
-  static void backward(const CudaContext& ctx, const float*, const float* x, const float*,
+  static void backward(const CudaContext& ctx, const float* w, const float* x, const float*,
                        const float* dy, float* dx, float*, float*, int batch) {
     kernels::check_batch(batch, Layer::name);
-    if (!dx) return;
+    if (dx) backward_data_act<identity_fn>(ctx, w, x, dy, dx, batch);
+  }
+
+  // dx times Fn'(x): the backward of the activation Fn below the pooling (whose output x, the pooling's
+  // input, is) folded into this one. The network's fused backward calls it for an activation followed
+  // by a pooling.
+  static constexpr bool has_backward_data_act = true;
+  template <class Fn>
+  static bool backward_data_act(const CudaContext& ctx, const float*, const float* x, const float* dy, float* dx,
+                                int batch) {
+    kernels::check_batch(batch, Layer::name);
     constexpr int T = kernels::pool_threads;
     if constexpr (dims::tiled) {
       const std::size_t outputs = std::size_t(batch) * bound::out_size;
-      kernels::kernel_pool_backward_tiled<kind, dims>
+      kernels::kernel_pool_backward_tiled<kind, dims, Fn>
           <<<kernels::grid_for(outputs, T), T, 0, ctx.stream>>>(x, dy, dx, outputs);
     } else {
       const std::size_t inputs = std::size_t(batch) * bound::in_size;
-      kernels::kernel_pool_backward<kind, dims>
+      kernels::kernel_pool_backward<kind, dims, Fn>
           <<<kernels::grid_for(inputs, T), T, 0, ctx.stream>>>(x, dy, dx, inputs);
     }
     CTNN_CHECK_LAUNCH();
+    return true;
   }
 };
 

@@ -382,7 +382,9 @@ class CudaNetwork {
   // (Loss::grad_layer<Net>), the loss of each sample (loss.loss, loss.correct; with a final Softmax
   // its probabilities in output()), and with `backward` the gradient of the batch-mean loss back to
   // the input layer: grads() overwritten, as backward() does. A dense chain that ends at that layer
-  // computes the loss and its own backward in its forward kernel. Enqueue only.
+  // computes the loss and its own backward in its forward kernel. The activation-gradient slots it
+  // leaves unwritten: those inside fused groups, and activation_grad(i) where grad_folded(i). Enqueue
+  // only.
   template <class Loss>
   void loss_pass_fused(int batch, Mode mode, const kernels::LossRun<Loss>& loss, bool backward) {
     check_batch(batch);
@@ -417,9 +419,15 @@ class CudaNetwork {
       }
     }
     if (!backward) return;
+    grad_folded_.fill(false);
     group_backward<tg>(batch, top, chain_done);
     kernels::static_for<int(tg)>([&](auto g) { group_backward<tg - 1 - decltype(g)::value>(batch, top, false); });
   }
+
+  // Whether the last fused backward (loss_pass_fused) folded the backward of activation layer i − 1
+  // into layer i's (a Conv or a pooling: has_backward_data_act), which then wrote activation_grad(i − 1)
+  // directly and left activation_grad(i) unwritten.
+  bool grad_folded(std::size_t i) const { return i <= L && grad_folded_[i]; }
 
   // Host copies (synchronous; not for use inside a step or during capture).
   std::vector<float> parameters() const { return download(region<float>(params_at), param_floats); }
@@ -499,7 +507,7 @@ class CudaNetwork {
     (backward_layer<L - 1 - I>(batch, last), ...);  // layers L-1..0, skipping those above last
   }
   template <std::size_t i>
-  void backward_layer(int batch, std::size_t last) {
+  void backward_layer(int batch, std::size_t last, bool input_grad = true) {
     if constexpr (i > 0)
       if (i > last) return;
     using B = typename Net::template bound_at<i>;
@@ -510,7 +518,7 @@ class CudaNetwork {
     a.y = activation(i + 1);
     a.dy = activation_grad(i + 1);
     a.saved = saved(i);
-    a.dx = i == 0 ? nullptr : activation_grad(i);
+    a.dx = i == 0 || !input_grad ? nullptr : activation_grad(i);
     a.dw = B::weight_count ? grads() + plan::weight_offset[i] : nullptr;
     a.db = B::bias_count ? grads() + plan::bias_offset[i] : nullptr;
     a.batch = batch;
@@ -536,6 +544,14 @@ class CudaNetwork {
     if (!runs_fused<g>(batch, forward_only)) {
       if constexpr (grp.kind == GroupKind::dense_chain)
         if (forward_only) return chain_layers_forward<grp.first, grp.last>(batch, mode);
+      // A convolution whose kernel takes the activation in its store writes the activation's slot;
+      // its own slot stays unwritten (nothing reads it: the activation's backward reads its output).
+      if constexpr (conv_then_activation<grp.first, grp.last>())
+        if (conv_act_forward<grp.first>(batch)) {
+          kernels::static_for<int(grp.last - grp.first - 1)>(
+              [&](auto i) { forward_layer<grp.first + 2 + decltype(i)::value>(batch, L - 1, mode); });
+          return;
+        }
       kernels::static_for<int(grp.last - grp.first + 1)>(
           [&](auto i) { forward_layer<grp.first + decltype(i)::value>(batch, L - 1, mode); });
     } else if constexpr (std::is_void_v<K>) {
@@ -548,6 +564,25 @@ class CudaNetwork {
     } else {
       K::template run<kernels::NoLoss, false>(ctx_, chain_args<g>(batch), {});
     }
+  }
+
+  // Whether layer i is a convolution with an activation epilogue (has_forward_act) followed, within
+  // the group ending at last, by an activation layer.
+  template <std::size_t i, std::size_t last>
+  static constexpr bool conv_then_activation() {
+    if constexpr (i >= last) return false;
+    else if constexpr (!is_activation_layer_v<typename Net::template layer_at<i + 1>>) return false;
+    else if constexpr (requires { layer_kernels<i>::has_forward_act; }) return layer_kernels<i>::has_forward_act;
+    else return false;
+  }
+  // Layers i and i + 1 (conv, activation) as one kernel; false, having launched nothing, where the
+  // convolution's kernel at this batch and precision has no epilogue.
+  template <std::size_t i>
+  bool conv_act_forward(int batch) {
+    using Fn = activation_fn_t<typename Net::template layer_at<i + 1>>;
+    return layer_kernels<i>::template forward_act<Fn>(ctx_, params() + plan::weight_offset[i],
+                                                      params() + plan::bias_offset[i], activation(i),
+                                                      activation(i + 2), batch);
   }
 
   // Layers i..last of a dense chain one by one, in a forward without a loss: a Dense followed by ReLU
@@ -574,6 +609,34 @@ class CudaNetwork {
     }
   }
 
+  // Whether layer i can fold the backward of the activation below it into its own (a Conv or a pooling
+  // after an activation that is not layer 0, whose input gradient nothing needs).
+  template <std::size_t i>
+  static constexpr bool folds_activation_below() {
+    if constexpr (i < 2) return false;
+    else if constexpr (!is_activation_layer_v<typename Net::template layer_at<i - 1>>) return false;
+    else if constexpr (requires { layer_kernels<i>::has_backward_data_act; }) return layer_kernels<i>::has_backward_data_act;
+    else return false;
+  }
+  // Layer i of the fused backward, layers above `top` skipped: as backward_layer, except that a layer
+  // that folds the backward of the activation below it does so where that activation runs layer by
+  // layer (its group is not fused at this batch) and the kernel has the epilogue (grad_folded); the
+  // activation's own backward then launches nothing.
+  template <std::size_t i>
+  void backward_layer_folding(int batch, std::size_t top) {
+    if constexpr (is_activation_layer_v<typename Net::template layer_at<i>>)
+      if (grad_folded_[i + 1]) return;
+    if constexpr (folds_activation_below<i>()) {
+      if (i <= top && !runs_fused<fusion::group_of(i - 1)>(batch)) {
+        using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
+        grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
+            ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
+        if (grad_folded_[i]) return backward_layer<i>(batch, top, false);  // the weight gradients
+      }
+    }
+    backward_layer<i>(batch, top);
+  }
+
   // Backward of group g from the gradient at its output (layers above `top` skipped); a chain whose
   // backward data is done (chain_done) computes its weight gradients only.
   template <std::size_t g>
@@ -582,7 +645,7 @@ class CudaNetwork {
     using K = group_kernels<g>;
     if (!runs_fused<g>(batch)) {
       kernels::static_for<int(grp.last - grp.first + 1)>(
-          [&](auto i) { backward_layer<grp.last - decltype(i)::value>(batch, top); });
+          [&](auto i) { backward_layer_folding<grp.last - decltype(i)::value>(batch, top); });
     } else if constexpr (std::is_void_v<K>) {
       // (unreachable: runs_fused is false for a group without kernels)
     } else if constexpr (grp.kind == GroupKind::conv) {
@@ -655,6 +718,7 @@ class CudaNetwork {
   }
 
   CudaContext ctx_{};
+  std::array<bool, L + 1> grad_folded_{};  // see grad_folded
   std::uint64_t seed_ = 0;
   std::byte* arena_ = nullptr;
 };
