@@ -142,7 +142,11 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     dgr("tf32 patch 64 8 warps", false,
         [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>(s, w.p, nullptr, dy.p, dx.p, n); });
   }
-  wgr("tf32 mma + sum", true, [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
+  wgr(conv_patch_wgrad_mma_fits<G>() ? "tf32 rule (patch)" : "tf32 rule (gather)", true,
+      [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
+  if constexpr (conv_patch_wgrad_mma_fits<G>())
+    wgr("tf32 mma (gather) + sum", false,
+        [&] { launch_conv_wgrad_mma<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
 }
 
 template <class L, class In>

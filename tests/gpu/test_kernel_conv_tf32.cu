@@ -348,6 +348,13 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
     stream.sync();
     t(same_bits(d_dw.download(), dw, label(batch, "backward weights, second run")));
     t(same_bits(d_db.download(), db, label(batch, "backward bias, second run")));
+    if constexpr (kernels::conv_patch_wgrad_mma_fits<G>()) {  // the rule took the staged patch: the gathering kernel too
+      d_dw.poison(), d_db.poison(), ws.poison();
+      kernels::launch_conv_wgrad_mma<G>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr, batch);
+      stream.sync();
+      check_tf32(t, d_dw.download(), dw_ref, label(batch, "backward weights, gathering kernel"));
+      t(close_sum(d_db.download(), to_float(db_ref), label(batch, "backward bias, gathering kernel")));
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 #include "conv_mma.cuh"
 #include "conv_patch.cuh"
 #include "conv_patch_fp32.cuh"
+#include "conv_patch_wgrad_mma.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -87,7 +88,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     else
       return kernels::max_of(kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
                                              kernels::ConvWgradMma<dims>::workspace_floats(max_batch)),
-                             kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch));
+                             kernels::max_of(kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch),
+                                             kernels::conv_patch_wgrad_mma_workspace_floats<dims>(max_batch)));
   }
   static constexpr std::size_t workspace_floats(int max_batch) {
     return workspace_floats_for<ConvAlgo::automatic>(max_batch);
@@ -175,7 +177,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? wgrad_algo : Algo;
     kernels::check_workspace(ctx, workspace_floats_for<algo>(batch), "Conv backward", batch);
     if constexpr (algo == ConvAlgo::implicit_gemm) {
-      if (ctx.math == Math::tf32) kernels::launch_conv_wgrad_mma<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+      if (ctx.math == Math::tf32) kernels::launch_conv_tf32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
       else kernels::launch_conv_fp32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
     } else {
       using Wg = kernels::ConvWgrad<dims>;

@@ -293,47 +293,62 @@ struct ConvPatchWgrad {
   static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 100 * 1024;
 };
 
+// The staging of the weight-gradient kernels (this one and conv_patch_wgrad_mma.cuh's), for a tile T
+// with its fields (BM, CK, TH, PR, RS, DS, XS, d_floats, x_floats, stages, threads).
+// The x patch's left and right halo columns, in every stage: never written by the copies.
+template <class T>
+__device__ __forceinline__ void conv_patch_wgrad_zero_halo(float* Xs) {
+  for (int line = threadIdx.x; line < T::stages * T::CK * T::PR; line += T::threads) {
+    float* row = Xs + (line / (T::CK * T::PR)) * T::x_floats + (line / T::PR % T::CK) * T::XS + (line % T::PR) * T::RS;
+    *reinterpret_cast<float4*>(row) = make_float4(0.f, 0.f, 0.f, 0.f);
+    *reinterpret_cast<float4*>(row + 4 + T::W) = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+// Copies step `step` (TH output rows of one sample) into one stage: D (BM × DS) the dy rows of output
+// channels m0 ..; X (CK × XS) the input rows of channels c0 .. (zeros outside the image and past C).
+template <class G, class T>
+__device__ __forceinline__ void conv_patch_wgrad_load_step(float* D, float* X, int step, const float* x,
+                                                           const float* dy, int c0, int m0) {
+  constexpr int OW = T::OW, W = T::W, row_tiles = T::OH / T::TH;
+  constexpr std::size_t plane = std::size_t(T::H) * W, out_plane = std::size_t(T::OH) * OW;
+  const int n = step / row_tiles, oy0 = step % row_tiles * T::TH;
+  constexpr int d_quads = T::BM * T::TH * OW / 4, run_quads = T::TH * OW / 4;
+#pragma unroll
+  for (int j = 0; j < ceil_div(d_quads, T::threads); ++j) {
+    const int e = threadIdx.x + j * T::threads, mm = e / run_quads, v = e % run_quads;
+    const bool ok = m0 + mm < G::Out;
+    if (d_quads % T::threads == 0 || e < d_quads)
+      cp_async_f32x4(D + mm * T::DS + 4 * v,
+                     dy + (ok ? (std::size_t(n) * G::Out + m0 + mm) * out_plane + oy0 * OW + 4 * v : 0), ok);
+  }
+  constexpr int x_quads = T::CK * T::PR * (W / 4);
+#pragma unroll
+  for (int j = 0; j < ceil_div(x_quads, T::threads); ++j) {
+    const int e = threadIdx.x + j * T::threads, v = e % (W / 4), r = e / (W / 4) % T::PR, c = e / (W / 4 * T::PR);
+    const int y = T::S * oy0 - T::P + r;
+    const bool ok = y >= 0 && y < T::H && c0 + c < G::C;  // rows outside the image, channels past C: zeros
+    if (x_quads % T::threads == 0 || e < x_quads)
+      cp_async_f32x4(X + c * T::XS + r * T::RS + 4 + 4 * v,
+                     x + (ok ? (std::size_t(n) * G::C + c0 + c) * plane + y * W + 4 * v : 0), ok);
+  }
+}
+
 template <class G, class T>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
                         const float* __restrict__ dy,  // [batch][Out][OH][OW]
                         float* __restrict__ partials,  // [splits][E]
                         int per_split, int steps) {
-  constexpr int TM = T::TM, TN = T::TN, K = T::K, KK = T::KK, P = T::P, S = T::S, W = T::W, H = T::H, SL = T::SL;
-  constexpr int OW = T::OW, row_tiles = T::OH / T::TH;
-  constexpr std::size_t plane = std::size_t(H) * W, out_plane = std::size_t(T::OH) * OW;
+  constexpr int TM = T::TM, TN = T::TN, K = T::K, KK = T::KK, P = T::P, S = T::S, SL = T::SL;
+  constexpr int OW = T::OW;
   float* Ds = conv_mma_smem();               // (stages, d_floats)
   float* Xs = Ds + T::stages * T::d_floats;  // (stages, x_floats)
   const int c0 = blockIdx.y * T::CK, m0 = blockIdx.z * T::BM;
   const int first = blockIdx.x * per_split, count = min_of(per_split, steps - first);
 
-  // The x patch's left and right halo columns: never written by the copies.
-  for (int line = threadIdx.x; line < T::stages * T::CK * T::PR; line += T::threads) {
-    float* row = Xs + (line / (T::CK * T::PR)) * T::x_floats + (line / T::PR % T::CK) * T::XS + (line % T::PR) * T::RS;
-    *reinterpret_cast<float4*>(row) = make_float4(0.f, 0.f, 0.f, 0.f);
-    *reinterpret_cast<float4*>(row + 4 + W) = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  conv_patch_wgrad_zero_halo<T>(Xs);
   auto load_step = [&](int stage, int t) {
-    const int step = first + t, n = step / row_tiles, oy0 = step % row_tiles * T::TH;
-    constexpr int d_quads = T::BM * T::TH * OW / 4, run_quads = T::TH * OW / 4;
-#pragma unroll
-    for (int j = 0; j < ceil_div(d_quads, T::threads); ++j) {
-      const int e = threadIdx.x + j * T::threads, mm = e / run_quads, v = e % run_quads;
-      const bool ok = m0 + mm < G::Out;
-      if (d_quads % T::threads == 0 || e < d_quads)
-        cp_async_f32x4(Ds + stage * T::d_floats + mm * T::DS + 4 * v,
-                       dy + (ok ? (std::size_t(n) * G::Out + m0 + mm) * out_plane + oy0 * OW + 4 * v : 0), ok);
-    }
-    constexpr int x_quads = T::CK * T::PR * (W / 4);
-#pragma unroll
-    for (int j = 0; j < ceil_div(x_quads, T::threads); ++j) {
-      const int e = threadIdx.x + j * T::threads, v = e % (W / 4), r = e / (W / 4) % T::PR, c = e / (W / 4 * T::PR);
-      const int y = S * oy0 - P + r;
-      const bool ok = y >= 0 && y < H && c0 + c < G::C;  // rows outside the image, channels past C: zeros
-      if (x_quads % T::threads == 0 || e < x_quads)
-        cp_async_f32x4(Xs + stage * T::x_floats + c * T::XS + r * T::RS + 4 + 4 * v,
-                       x + (ok ? (std::size_t(n) * G::C + c0 + c) * plane + y * W + 4 * v : 0), ok);
-    }
+    conv_patch_wgrad_load_step<G, T>(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t, x, dy, c0, m0);
   };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % T::CK, mg = lane / T::CK;
