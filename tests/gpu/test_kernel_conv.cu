@@ -124,11 +124,12 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     }
     run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref, "forward (rule), again");
     t(same_bits(d_y.download(), y_rule, label(batch, "forward (rule), second run")));
-    {  // ReLU in the epilogue: exactly where the rule runs the patch kernel, and then ReLU(forward) to the bit
+    {  // ReLU in the epilogue: exactly where the rule runs the direct or the patch kernel, and then
+       // ReLU(forward) to the bit
       d_y.poison();
       const bool fused = Dev::template forward_act<relu_fn>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
       stream.sync();
-      const bool expected = patch && Dev::forward_algo == ConvAlgo::implicit_gemm;
+      const bool expected = Dev::forward_algo == ConvAlgo::direct || (patch && Dev::forward_algo == ConvAlgo::implicit_gemm);
       if (!t(fused == expected))
         std::printf("FAIL %s: forward_act ran the epilogue: %d, expected %d\n", label(batch, ""), fused, expected);
       if (fused) {

@@ -226,9 +226,13 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
         for (std::size_t k = 0; k < want.size(); ++k) want[k] *= relu_fn::derivative(x[k]);
         t(same_bits(dx_act, want, label(batch, "backward data with ReLU's backward in the epilogue = dx · ReLU'(x)")));
       }
-      if (kernels::conv_patch_fits<G>() && !t(fused == kernels::conv_patch_chosen<G>(batch)))
-        std::printf("FAIL %s: backward_data_act ran the epilogue: %d\n", label(batch, ""), fused);
+      const bool expected = (kernels::conv_patch_fits<G>() && kernels::conv_patch_chosen<G>(batch)) ||
+                            kernels::conv_patch_dgrad_s2_mma_fits<G>();
+      if (!t(fused == expected)) std::printf("FAIL %s: backward_data_act ran the epilogue: %d\n", label(batch, ""), fused);
     }
+    if constexpr (kernels::conv_patch_dgrad_s2_mma_fits<G>())  // the rule took the stride-2 patch: the gathering kernel too
+      check_tf32(t, run([&] { kernels::launch_conv_dgrad_mma_auto<G>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx),
+                 dx_ref, label(batch, "backward data, gathering kernel (auto tile)"));
     check_tf32(t, run([&] { kernels::launch_conv_dgrad_mma<G, kernels::ConvMmaWide<G::C>>(stream.s, d_w.ptr, d_dy.ptr,
                                                                                           d_dx.ptr, batch); },
                       d_dx),
@@ -317,7 +321,11 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
     }
     if (!kernels::conv_patch_chosen<G>(batch)) {
       t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
-      t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
+      if constexpr (kernels::conv_patch_dgrad_s2_mma_fits<G>())  // stride 2: the rule takes the patch kernel
+        t(same_bits(run([&] { kernels::launch_conv_patch_dgrad_s2_mma<G>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx),
+                    dx, label(batch, "backward data = the stride-2 patch kernel")));
+      else
+        t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
     }
     if (kernels::clusters_supported())
       for (const int splits : {2, 4, 8})

@@ -9,6 +9,7 @@
 // networks with the same convolution share them.
 #include <cstddef>
 
+#include "../layers/activation.hpp"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -37,8 +38,8 @@ struct PlainLoad {
     return p[((n * C + c) * H + y) * W + x];
   }
 };
-// Output channels o0.. of pixel (oy, ox) of sample n (PQ = 1: one pixel per result).
-template <class G>
+// Output channels o0.. of pixel (oy, ox) of sample n (PQ = 1: one pixel per result), through Fn.
+template <class G, class Fn = identity_fn>
 struct PlainStore {
   float* p;  // [batch][Out][OH][OW]
   template <int OCPT>
@@ -46,7 +47,7 @@ struct PlainStore {
     float* yo = p + (n * G::Out + o0) * G::OHW + oy * G::OW + ox;
 #pragma unroll
     for (int j = 0; j < OCPT; ++j)
-      if (o0 + j < G::Out) yo[std::size_t(j) * G::OHW] = acc[0][j];
+      if (o0 + j < G::Out) yo[std::size_t(j) * G::OHW] = Fn::apply(acc[0][j]);
   }
 };
 
@@ -227,14 +228,15 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   }
 }
 
-template <class G, bool Flip = false>
+// Fn: the element-wise activation that follows the layer, applied before the store (identity_fn: none).
+template <class G, bool Flip = false, class Fn = identity_fn>
 __global__ void __launch_bounds__(ConvDirect<G, 1, Flip>::threads)
 kernel_conv_forward_direct(const float* __restrict__ w,  // [Out][C][K][K] ([C][Out][K][K] with Flip)
                            const float* __restrict__ b,  // [Out] (unused with Flip)
                            const float* __restrict__ x,  // [batch][C][H][W]
                            float* __restrict__ y)        // [batch][Out][OH][OW]
 {
-  conv_forward_direct_block<G, Flip, 1>(w, b, PlainLoad<G::C, G::H, G::W>{x}, PlainStore<G>{y});
+  conv_forward_direct_block<G, Flip, 1>(w, b, PlainLoad<G::C, G::H, G::W>{x}, PlainStore<G, Fn>{y});
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -421,26 +421,6 @@ bool launch_conv_tf32_forward_act(cudaStream_t stream, const float* w, const flo
   return false;
 }
 
-template <class G>
-void launch_conv_tf32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  if constexpr (conv_patch_fits<G>())
-    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx))
-      return launch_conv_patch_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
-  launch_conv_dgrad_mma_auto<G>(stream, w, dy, dx, batch);
-}
-
-// Backward data with the backward of the activation Fn below the layer folded into its store (below:
-// that activation's output, the layer's input), where the rule takes the patch kernel; false, having
-// launched nothing, elsewhere (its caller then runs the activation's backward).
-template <class G, class Fn>
-bool launch_conv_tf32_dgrad_act(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
-                                int batch) {
-  if constexpr (conv_patch_fits<G>())
-    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx) && aligned_to(below, 8)) {
-      launch_conv_patch_auto<ConvPatchDgrad<G>, Fn>(stream, w, below, dy, dx, batch);
-      return true;
-    }
-  return false;
-}
+// The TF32 rule for backward data: conv_patch_dgrad_s2.cuh (with the stride-2 patch kernel).
 
 }  // namespace ctnn::kernels

@@ -1,5 +1,6 @@
 #pragma once
-// FP32 backward data of stride-2 convolutions from a staged dy patch (the staging of conv_patch.cuh).
+// Backward data of stride-2 convolutions from a staged dy patch (the staging of conv_patch.cuh): FP32
+// (below) and TF32 (the end of the file, with the TF32 rule for backward data).
 //
 // With stride 2 and P = (K − 1) / 2, input pixel (2a + py, 2b + px) of dx receives only the taps whose
 // parity matches its own:
@@ -192,6 +193,170 @@ void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const 
     launch_conv_patch_dgrad_s2<G, Wide, Fn>(stream, w, dy, dx, batch, below);
   else
     launch_conv_patch_dgrad_s2<G, ConvPatchS2Narrow<G>, Fn>(stream, w, dy, dx, batch, below);
+}
+
+// --- TF32 ------------------------------------------------------------------------------------------------
+// The same problem and staging on the tensor cores (mma.sync m16n8k8, operands rounded with tf32_round
+// as they leave shared memory). A block owns BM = 32 input channels × 64 dy pixels (TH = 64 / OW dy
+// rows); each of its 4 warps 32 channels (two m tiles) × 16 dy pixels (two n tiles of 8 columns of one
+// row), for all four parity classes (4 · 2 · 2 fragments: 64 accumulators). Per staged step of 8 output
+// channels (one mma k-step):
+//   B: the dy fragments of each window offset (dr, dc), SK × SK of them (3×3: 4), shared by the taps
+//      that read that offset (each offset serves one tap of each class that has it);
+//   A: per tap the weights w[o][c][tap] of the warp's 32 channels, then 4 mma into the tap's class.
+// The results of the classes px = 0, 1 interleave into 16-byte rows of dx (conv_patch_store, with the
+// backward of an activation below folded in where asked). Summation order fixed by the tile (steps of
+// o, taps in order, the mma's k slots): the same bits run to run, not the FP32 kernels'.
+template <class G>
+constexpr int conv_s2_mma_rows() { return G::OW <= 64 && 64 % G::OW == 0 ? 64 / G::OW : 1; }
+
+template <class G>
+struct ConvPatchS2Mma : ConvPatchLayout<ConvPatchDgradS2<G>, 32, conv_s2_mma_rows<G>(), 2, 128, true> {
+  static constexpr int MI = 2, NJ = 2, warps = 4, min_blocks = 3;
+  static constexpr int NT = G::OW / 8;  // n tiles per dy row
+  static_assert(64 % G::OW == 0, "a block's 64 dy pixels are whole rows");
+};
+
+template <class G>
+constexpr bool conv_patch_dgrad_s2_mma_fits() {
+  if constexpr (!conv_patch_dgrad_s2_shape<G>() || 64 % G::OW != 0) return false;
+  else return ConvPatchS2Mma<G>::within_budget;
+}
+
+template <class G, class T, class Fn = identity_fn>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][K]
+                               const float* __restrict__ below,  // [batch][C][H][W]: Fn's output (or unused)
+                               const float* __restrict__ dy,     // [batch][Out][OH][OW]
+                               float* __restrict__ dx)           // [batch][C][H][W]
+{
+  using Pb = ConvPatchDgradS2<G>;
+  constexpr int MI = T::MI, NJ = T::NJ, K = G::K, KK = T::KK, P = G::P, SK = Pb::K, SP = Pb::P;
+  constexpr int RS = T::RS, CS = T::CS, OS = T::OS;
+  constexpr std::size_t dy_plane = std::size_t(G::OH) * G::OW, dx_plane = std::size_t(G::H) * G::W;
+
+  float* As = conv_mma_smem();               // (stages, CK, OS): weights of one channel step
+  float* Bs = As + T::stages * T::a_floats;  // (stages, CK, CS): the dy patch
+  const int n = blockIdx.x / T::row_tiles, y0 = (blockIdx.x % T::row_tiles) * T::TH, m0 = blockIdx.y * T::BM;
+  const float* dy_n = dy + std::size_t(n) * G::Out * dy_plane;
+
+  conv_patch_zero_halo<Pb, T>(Bs, y0);
+  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, dy_n, m0, y0); };
+
+  // This lane: mma group g, thread t. The warp's n tiles warp·NJ + j: dy row (in the tile), first column.
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  int yl[NJ], xb[NJ];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) yl[j] = (warp * NJ + j) / T::NT, xb[j] = (warp * NJ + j) % T::NT * 8;
+  const int a_at = t * OS + g * KK;  // weight (row m0 + g, o = t) of tap 0
+  const int b_at = t * CS + g + 4 - SP;  // dy column g − SP of channel o = t, row 0
+
+  float acc[4][MI][NJ][4];  // (parity class 2·py + px, m tile, n tile, fragment)
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) acc[k][i][j][0] = acc[k][i][j][1] = acc[k][i][j][2] = acc[k][i][j][3] = 0.f;
+
+  cp_async_pipeline<T::stages>(T::steps, load_step, [&](int stage) {
+    const float* A = As + stage * T::a_floats + a_at;
+    const float* B = Bs + stage * T::b_floats + b_at;
+    unsigned b[SK][SK][NJ][2];  // window offset (r, c): dy row yl + r − SP, column xb + g + c − SP
+#pragma unroll
+    for (int r = 0; r < SK; ++r)
+#pragma unroll
+      for (int c = 0; c < SK; ++c)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const float* at = B + (yl[j] + r) * RS + xb[j] + c;
+          b[r][c][j][0] = tf32_round(at[0]);
+          b[r][c][j][1] = tf32_round(at[4 * CS]);
+        }
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky) {
+      const int py = conv_s2_parity(ky, P), r = conv_s2_offset(py, ky, P) + SP;
+#pragma unroll
+      for (int kx = 0; kx < K; ++kx) {
+        const int px = conv_s2_parity(kx, P), c = conv_s2_offset(px, kx, P) + SP;
+        unsigned a[MI][4];
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int q = 0; q < 4; ++q)  // rows g, g + 8; o = t, t + 4
+            a[i][q] = tf32_round(A[(16 * i + 8 * (q % 2)) * KK + 4 * (q / 2) * OS + ky * K + kx]);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int j = 0; j < NJ; ++j) mma_m16n8k8_tf32(acc[2 * py + px][i][j], a[i], b[r][c][j]);
+      }
+    }
+  });
+
+  // Lane (g, t) holds dy columns xb + 2t, 2t + 1 of each class: dx columns 2·xb + 4t .. 4t + 3 of dx row
+  // 2a + py, as (px = 0, 2t), (1, 2t), (0, 2t + 1), (1, 2t + 1).
+  const std::size_t at_n = std::size_t(n) * G::C * dx_plane;
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int a = y0 + yl[j];
+    if (a >= G::OH) continue;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = m0 + 16 * i + 8 * h + g;
+        if (c >= G::C) continue;
+#pragma unroll
+        for (int py = 0; py < 2; ++py) {
+          const float v[4] = {acc[2 * py][i][j][2 * h], acc[2 * py + 1][i][j][2 * h], acc[2 * py][i][j][2 * h + 1],
+                              acc[2 * py + 1][i][j][2 * h + 1]};
+          conv_patch_store<true, Fn>(dx, below, at_n + c * dx_plane + std::size_t(2 * a + py) * G::W + 2 * xb[j] + 4 * t, v);
+        }
+      }
+  }
+}
+
+template <class G, class Fn = identity_fn>
+void launch_conv_patch_dgrad_s2_mma(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
+                                    const float* below = nullptr) {
+  if (!conv_patch_fp32_aligned(w, dy, dx))
+    throw std::invalid_argument("ctnn: Conv backward (TF32 stride-2 patch kernel): weights, dy and dx must be "
+                                "16-byte aligned");
+  using T = ConvPatchS2Mma<G>;
+  launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, kernel_conv_patch_dgrad_s2_mma<G, T, Fn>>(stream, w, below, dy, dx,
+                                                                                            batch);
+}
+
+// --- The TF32 rule for backward data -------------------------------------------------------------------
+// Stride-1 "same" layers: conv_patch.cuh's kernel where its rule takes it; stride 2: the kernel above;
+// else conv_mma.cuh's gathering kernels.
+template <class G>
+void launch_conv_tf32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx))
+      return launch_conv_patch_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
+  if constexpr (conv_patch_dgrad_s2_mma_fits<G>())
+    if (conv_patch_fp32_aligned(w, dy, dx)) return launch_conv_patch_dgrad_s2_mma<G>(stream, w, dy, dx, batch);
+  launch_conv_dgrad_mma_auto<G>(stream, w, dy, dx, batch);
+}
+
+// Backward data with the backward of the activation Fn below the layer folded into its store (below:
+// that activation's output, the layer's input), where the rule takes a patch kernel; false, having
+// launched nothing, elsewhere (its caller then runs the activation's backward).
+template <class G, class Fn>
+bool launch_conv_tf32_dgrad_act(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
+                                int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx) && aligned_to(below, 8)) {
+      launch_conv_patch_auto<ConvPatchDgrad<G>, Fn>(stream, w, below, dy, dx, batch);
+      return true;
+    }
+  if constexpr (conv_patch_dgrad_s2_mma_fits<G>())
+    if (conv_patch_fp32_aligned(w, dy, dx) && aligned_to(below, 16)) {
+      launch_conv_patch_dgrad_s2_mma<G, Fn>(stream, w, dy, dx, batch, below);
+      return true;
+    }
+  return false;
 }
 
 }  // namespace ctnn::kernels
