@@ -193,7 +193,7 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
     if constexpr (Dev::forward_algo == gemm) {  // ReLU in the epilogue where the rule's kernel has one
       bool fused = false;
       const auto y_act = run([&] { fused = Dev::template forward_act<relu_fn>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y);
-      if (fused) {
+      if (t(fused)) {
         std::vector<float> want(y);
         for (float& v : want) v = relu_fn::apply(v);
         t(same_bits(y_act, want, label(batch, "forward with ReLU in the epilogue = ReLU(forward)")));

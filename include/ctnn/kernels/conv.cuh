@@ -117,11 +117,10 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     forward_with<ConvAlgo::automatic>(ctx, w, b, x, y, batch);
   }
 
-  // y = Fn(the forward): the element-wise activation that follows the layer applied in the kernel's
-  // epilogue (same bits as forward then the activation's kernel), where the rule's kernel has one (the
-  // direct kernel, the staged-patch kernels, FP32 and TF32). Returns false, having launched nothing,
-  // elsewhere (the implicit GEMM): the caller then runs forward and the activation. The network's
-  // layer-by-layer forward calls it for a convolution followed by an activation.
+  // y = Fn(the forward): the element-wise activation that follows the layer applied in the store of
+  // the rule's kernel (every kernel has that epilogue; the same bits as forward then the activation's
+  // kernel). Returns whether it ran (always). The network's layer-by-layer forward calls it for a
+  // convolution followed by an activation.
   static constexpr bool has_forward_act = true;
   template <class Fn>
   static bool forward_act(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
@@ -132,12 +131,12 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_forward_direct<dims, false, Fn><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
       CTNN_CHECK_LAUNCH();
-      return true;
     } else if (ctx.math == Math::tf32) {
-      return kernels::launch_conv_tf32_forward_act<dims, Fn>(ctx.stream, w, b, x, y, batch);
+      kernels::launch_conv_tf32_forward<dims, Fn>(ctx.stream, w, b, x, y, batch);
     } else {
-      return kernels::launch_conv_fp32_forward_act<dims, Fn>(ctx.stream, w, b, x, y, batch);
+      kernels::launch_conv_fp32_forward_act<dims, Fn>(ctx.stream, w, b, x, y, batch);
     }
+    return true;
   }
 
   // dx from dy and w.

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../layers/activation.hpp"
 #include "cluster.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
@@ -356,8 +357,8 @@ struct ConvSplit {
 
 // Every block of the cluster has its partial BM × BN tile in `part` (its own shared memory, rows of
 // BN + 4 floats; split 0's includes the bias). Block `split` adds rows m ≡ split (mod splits) of all the
-// partials, in split order, and stores them at (m0 + m, q0 + column) of the problem's output.
-template <class Pb, int BM, int BN, int NT>
+// partials, in split order, and stores Fn of them at (m0 + m, q0 + column) of the problem's output.
+template <class Pb, int BM, int BN, int NT, class Fn = identity_fn>
 __device__ __forceinline__ void conv_split_reduce_store(const float* part, const ConvSplit& sp, float* out, int m0,
                                                         int q0, int columns) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -374,6 +375,7 @@ __device__ __forceinline__ void conv_split_reduce_store(const float* part, const
       const float4 v = *reinterpret_cast<const float4*>(cluster::map_shared_rank(part, r) + mm * RS + c);
       s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
     }
+    s.x = Fn::apply(s.x), s.y = Fn::apply(s.y), s.z = Fn::apply(s.z), s.w = Fn::apply(s.w);
     if (vec && q + 3 < columns) {
       *reinterpret_cast<float4*>(out + conv_out_offset<Pb>(q) + m * plane) = s;
     } else {
@@ -409,8 +411,9 @@ inline constexpr long long conv_two_waves = 264;
 inline int conv_split_k(bool split) { return split && clusters_supported() ? 2 : 1; }
 
 // One block of a GEMM of the forward kind: the BM × BN tile at (blockIdx.y, column tile), or with
-// splits > 1 its share of the k tiles (ConvSplit).
-template <class Pb, class T>
+// splits > 1 its share of the k tiles (ConvSplit). Fn: the element-wise activation that follows the
+// layer, applied before the store (identity_fn: none).
+template <class Pb, class T, class Fn = identity_fn>
 __device__ __forceinline__ void conv_gemm_block(float* smem,  // (stages, BK, BM) A tiles, then B tiles
                                                 ConvTap* tap_s, int tab_size,  // (k), or none
                                                 const float* __restrict__ a_src, const float* __restrict__ bias,
@@ -467,7 +470,7 @@ __device__ __forceinline__ void conv_gemm_block(float* smem,  // (stages, BK, BM
       for (int h = 0; h < TN / 4; ++h)
         *reinterpret_cast<float4*>(smem + tile_row<T>(i, tr) * (BN + 4) + tile_col<T>(4 * h, tc)) =
             make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
-    conv_split_reduce_store<Pb, BM, BN, NT>(smem, sp, out, m0, q0, columns);
+    conv_split_reduce_store<Pb, BM, BN, NT, Fn>(smem, sp, out, m0, q0, columns);
     return;
   }
 
@@ -486,7 +489,8 @@ __device__ __forceinline__ void conv_gemm_block(float* smem,  // (stages, BK, BM
         const int m = m0 + tile_row<T>(i, tr);
         if (m < Pb::M)
           *reinterpret_cast<float4*>(o + std::size_t(m) * QHW) =
-              make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
+              make_float4(Fn::apply(acc[i][4 * h]), Fn::apply(acc[i][4 * h + 1]), Fn::apply(acc[i][4 * h + 2]),
+                          Fn::apply(acc[i][4 * h + 3]));
       }
     } else {
 #pragma unroll
@@ -497,14 +501,14 @@ __device__ __forceinline__ void conv_gemm_block(float* smem,  // (stages, BK, BM
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
           const int m = m0 + tile_row<T>(i, tr);
-          if (m < Pb::M) o[std::size_t(m) * (Pb::OH * Pb::OW)] = acc[i][4 * h + j];
+          if (m < Pb::M) o[std::size_t(m) * (Pb::OH * Pb::OW)] = Fn::apply(acc[i][4 * h + j]);
         }
       }
     }
   }
 }
 
-template <class Pb, class T>
+template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m·AMS + a_off(k)]
                  const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
@@ -515,7 +519,7 @@ kernel_conv_gemm(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m
   constexpr int tab = conv_tap_table_size<Pb, T>();
   __shared__ __align__(16) float tiles[T::smem_floats];  // (stages, BK, BM) weights, (stages, BK, BN) source
   __shared__ ConvTap tap_s[max_of(tab, 1)];               // (k)
-  conv_gemm_block<Pb, T>(tiles, tap_s, tab, a_src, bias, src, out, batch, splits);
+  conv_gemm_block<Pb, T, Fn>(tiles, tap_s, tab, a_src, bias, src, out, batch, splits);
 }
 
 // Backward data, all S·S parity classes in one launch: class blockIdx.z. for_parity_class calls
@@ -568,13 +572,13 @@ inline void check_conv_columns(long long columns, int batch) {
                                 " is too large for the implicit-GEMM kernels");
 }
 
-template <class Pb, class T>
+template <class Pb, class T, class Fn = identity_fn>
 void launch_conv_gemm(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                       float* out, int batch, int splits = 1) {
   const long long columns = (long long)batch * Pb::QH * Pb::QW;
   check_conv_columns(columns, batch);
   const dim3 grid(grid_for(std::size_t(columns), T::BN) * unsigned(splits), unsigned(ceil_div(Pb::M, T::BM)));
-  launch_split_k(kernel_conv_gemm<Pb, T>, grid, T::threads, 0, stream, splits, a_src, bias, src, out, batch, splits);
+  launch_split_k(kernel_conv_gemm<Pb, T, Fn>, grid, T::threads, 0, stream, splits, a_src, bias, src, out, batch, splits);
 }
 
 // The rule's tile and split-K factor, from conv_bench on an H100 (docs/conv_kernels.md):
@@ -609,14 +613,14 @@ ConvGemmPlan conv_gemm_dgrad_plan(int batch) {
   return {wide, conv_split_k((few && k_tiles >= 32) || (G::S > 1 && k_tiles >= 16))};
 }
 
-template <class Pb>
+template <class Pb, class Fn = identity_fn>
 void launch_conv_gemm_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                            float* out, int batch) {
   const ConvGemmPlan p = conv_gemm_fwd_plan<Pb>(batch);
   if (p.wide)
-    launch_conv_gemm<Pb, ConvGemmWide<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
+    launch_conv_gemm<Pb, ConvGemmWide<Pb::M>, Fn>(stream, a_src, bias, src, out, batch, p.splits);
   else
-    launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
+    launch_conv_gemm<Pb, ConvGemmNarrow<Pb::M>, Fn>(stream, a_src, bias, src, out, batch, p.splits);
 }
 
 // Backward data: one launch, grid (columns of the largest class, C tiles, S·S classes).

@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../layers/activation.hpp"
 #include "conv_gemm.cuh"
 
 namespace ctnn::kernels {
@@ -160,8 +161,8 @@ constexpr int conv_mma_table_size() {
 // One block: the BM × BN tile at (blockIdx.y, blockIdx.x) of a problem of the forward kind (see
 // ConvFwdGemm). A (weights) is gathered k-contiguous: 16-byte copies of W's rows for the forward
 // (a_rows_contiguous), otherwise element by element through the k table; B (the source) k-major by
-// ConvColumn, as in conv_gemm_block.
-template <class Pb, class T>
+// ConvColumn, as in conv_gemm_block. Fn: the activation after the layer, applied before the store.
+template <class Pb, class T, class Fn = identity_fn>
 __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const float* __restrict__ a_src,
                                                const float* __restrict__ bias, const float* __restrict__ src,
                                                float* __restrict__ out, int batch, int splits) {
@@ -238,7 +239,7 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
         for (int j = 0; j < NJ; ++j)
           *reinterpret_cast<float2*>(smem + (lane.mw + 16 * i + 8 * h + lane.g) * (BN + 4) + lane.nw + 8 * j + 2 * lane.t) =
               make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-    conv_split_reduce_store<Pb, BM, BN, NT>(smem, sp, out, m0, q0, columns);
+    conv_split_reduce_store<Pb, BM, BN, NT, Fn>(smem, sp, out, m0, q0, columns);
     return;
   }
 
@@ -259,7 +260,7 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + lane.mw + 16 * i + 8 * h + lane.g;
         if (m >= Pb::M) continue;
-        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        const float v0 = Fn::apply(acc[i][j][2 * h]), v1 = Fn::apply(acc[i][j][2 * h + 1]);
         if (vec) {
           *reinterpret_cast<float2*>(out + at0 + m * plane) = make_float2(v0, v1);  // q even, columns even
         } else {
@@ -270,7 +271,7 @@ __device__ __forceinline__ void conv_mma_block(float* smem, int tab_size, const 
   }
 }
 
-template <class Pb, class T>
+template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_mma(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m·AMS + a_off(k)]
                 const float* __restrict__ bias,   // [M] (unused without Pb::has_bias)
@@ -278,7 +279,7 @@ kernel_conv_mma(const float* __restrict__ a_src,  // weights: A(m, k) = a_src[m�
                 float* __restrict__ out,          // [batch][M][OH][OW]
                 int batch, int splits)
 {
-  conv_mma_block<Pb, T>(conv_mma_smem(), conv_mma_table_size<Pb, T>(), a_src, bias, src, out, batch, splits);
+  conv_mma_block<Pb, T, Fn>(conv_mma_smem(), conv_mma_table_size<Pb, T>(), a_src, bias, src, out, batch, splits);
 }
 
 template <class G, class T>
@@ -346,26 +347,26 @@ inline void check_tf32_weights(const float* w) {
     throw std::invalid_argument("ctnn: Conv (TF32): the weights must be 16-byte aligned");
 }
 
-template <class Pb, class T>
+template <class Pb, class T, class Fn = identity_fn>
 void launch_conv_mma(cudaStream_t stream, const float* a_src, const float* bias, const float* src, float* out,
                      int batch, int splits = 1) {
   const long long columns = (long long)batch * Pb::QH * Pb::QW;
   check_conv_columns(columns, batch);
   if constexpr (Pb::a_rows_contiguous) check_tf32_weights(a_src);
   constexpr int smem = ConvMmaTiles<T>::bytes + 16 * conv_mma_table_size<Pb, T>();
-  request_dynamic_smem<kernel_conv_mma<Pb, T>, smem>();
+  request_dynamic_smem<kernel_conv_mma<Pb, T, Fn>, smem>();
   const dim3 grid(grid_for(std::size_t(columns), T::BN) * unsigned(splits), unsigned(ceil_div(Pb::M, T::BM)));
-  launch_split_k(kernel_conv_mma<Pb, T>, grid, T::threads, smem, stream, splits, a_src, bias, src, out, batch, splits);
+  launch_split_k(kernel_conv_mma<Pb, T, Fn>, grid, T::threads, smem, stream, splits, a_src, bias, src, out, batch, splits);
 }
 
-template <class Pb>
+template <class Pb, class Fn = identity_fn>
 void launch_conv_mma_auto(cudaStream_t stream, const float* a_src, const float* bias, const float* src,
                           float* out, int batch) {
   const ConvMmaPlan p = conv_mma_fwd_plan<Pb>(batch);
   switch (p.tile) {
-    case ConvMmaTileChoice::wide: return launch_conv_mma<Pb, ConvMmaWide<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
-    case ConvMmaTileChoice::narrow: return launch_conv_mma<Pb, ConvMmaNarrow<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
-    case ConvMmaTileChoice::slim: return launch_conv_mma<Pb, ConvMmaSlim<Pb::M>>(stream, a_src, bias, src, out, batch, p.splits);
+    case ConvMmaTileChoice::wide: return launch_conv_mma<Pb, ConvMmaWide<Pb::M>, Fn>(stream, a_src, bias, src, out, batch, p.splits);
+    case ConvMmaTileChoice::narrow: return launch_conv_mma<Pb, ConvMmaNarrow<Pb::M>, Fn>(stream, a_src, bias, src, out, batch, p.splits);
+    case ConvMmaTileChoice::slim: return launch_conv_mma<Pb, ConvMmaSlim<Pb::M>, Fn>(stream, a_src, bias, src, out, batch, p.splits);
   }
 }
 

@@ -399,26 +399,15 @@ bool conv_patch_chosen(int /*batch*/) {
            ConvPatchTall<ConvPatchDgrad<G>>::within_budget && ConvPatchShort<ConvPatchDgrad<G>>::within_budget;
 }
 
-template <class G>
+// The forward with the activation Fn that follows the layer (identity_fn: none) in the store of the
+// rule's kernel.
+template <class G, class Fn = identity_fn>
 void launch_conv_tf32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                               int batch) {
   if constexpr (conv_patch_fits<G>())
     if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y))
-      return launch_conv_patch_auto<ConvPatchFwd<G>>(stream, w, b, x, y, batch);
-  launch_conv_mma_auto<ConvFwdGemm<G>>(stream, w, b, x, y, batch);
-}
-
-// The forward with the activation Fn that follows the layer as its epilogue, where the rule takes the
-// patch kernel; false, having launched nothing, elsewhere (its caller then runs Fn).
-template <class G, class Fn>
-bool launch_conv_tf32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
-                                  int batch) {
-  if constexpr (conv_patch_fits<G>())
-    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y)) {
-      launch_conv_patch_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
-      return true;
-    }
-  return false;
+      return launch_conv_patch_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
+  launch_conv_mma_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
 }
 
 // The TF32 rule for backward data: conv_patch_dgrad_s2.cuh (with the stride-2 patch kernel).

@@ -192,25 +192,20 @@ void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const floa
 // The patch kernel where it fits (and the pointers are aligned; for backward data also the stride-2 one
 // of conv_patch_dgrad_s2.cuh), else conv_gemm.cuh's. The patch kernels sum in the unsplit GEMM's order,
 // so the choice changes speed (and, where the GEMM would split k, the last bits) only.
+
+// The forward with the activation Fn that follows the layer in the store of the rule's kernel.
+template <class G, class Fn>
+void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
+                                  int batch) {
+  if constexpr (conv_patch_fp32_fits<G>())
+    if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
+  launch_conv_gemm_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
+}
+
 template <class G>
 void launch_conv_fp32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                               int batch) {
-  if constexpr (conv_patch_fp32_fits<G>())
-    if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>>(stream, w, b, x, y, batch);
-  launch_conv_gemm_auto<ConvFwdGemm<G>>(stream, w, b, x, y, batch);
-}
-
-// The forward with the activation Fn that follows the layer as its epilogue, where the rule takes the
-// patch kernel; false, having launched nothing, where it takes the GEMM (its caller then runs Fn).
-template <class G, class Fn>
-bool launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
-                                  int batch) {
-  if constexpr (conv_patch_fp32_fits<G>())
-    if (conv_patch_fp32_aligned(w, x, y)) {
-      launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
-      return true;
-    }
-  return false;
+  launch_conv_fp32_forward_act<G, identity_fn>(stream, w, b, x, y, batch);
 }
 
 template <class G>
