@@ -450,24 +450,30 @@ inline bool conv_patch_wgrad_aligned(const float* x, const float* dy) {
   return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0;
 }
 
-// Stage 1 into `partials` (conv_patch_wgrad_workspace_floats<G>(batch) floats), then stage 2.
-template <class G, class T = ConvPatchWgrad<G>>
-void launch_conv_patch_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
-                             float* db, int batch) {
-  static_assert(T::fits, "see ConvPatchWgrad");
+// Stage 1 of a patch weight-gradient kernel (this one, conv_patch_wgrad_mma.cuh's) with tile T into
+// `partials` (T::Splits::workspace_floats(batch) floats), then stage 2 into dw and db.
+template <class G, class T, auto Kernel>
+void launch_conv_patch_wgrad_kernel(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
+                                    float* db, int batch) {
+  static_assert(T::fits, "see the tile");
   if (!conv_patch_wgrad_aligned(x, dy))
-    throw std::invalid_argument("ctnn: Conv backward (FP32 patch kernel): x and dy must be 16-byte aligned");
+    throw std::invalid_argument("ctnn: Conv backward (patch weight gradient): x and dy must be 16-byte aligned");
   const long long steps = T::Splits::steps(batch);
   if (steps > 0x7fffffffLL)
     throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
   if (batch <= 0) return;
   const int splits = T::Splits::splits(batch);
-  request_dynamic_smem<kernel_conv_patch_wgrad<G, T>, T::smem_bytes>();
+  request_dynamic_smem<Kernel, T::smem_bytes>();
   const dim3 grid(unsigned(splits), ceil_div(G::C, T::CK), ceil_div(G::Out, T::BM));
-  kernel_conv_patch_wgrad<G, T><<<grid, T::threads, T::smem_bytes, stream>>>(x, dy, partials,
-                                                                             int(T::Splits::per_split(batch)), int(steps));
+  Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(x, dy, partials, int(T::Splits::per_split(batch)), int(steps));
   CTNN_CHECK_LAUNCH();
   sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db);
+}
+
+template <class G, class T = ConvPatchWgrad<G>>
+void launch_conv_patch_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
+                             float* db, int batch) {
+  launch_conv_patch_wgrad_kernel<G, T, kernel_conv_patch_wgrad<G, T>>(stream, x, dy, partials, dw, db, batch);
 }
 
 template <class G>

@@ -17,8 +17,6 @@
 // warps' tiles are added in warp order and written as the block's partial, which sum_partials adds in
 // split order: deterministic.
 #include <cstddef>
-#include <stdexcept>
-#include <string>
 
 #include "conv_patch_fp32.cuh"
 
@@ -161,20 +159,7 @@ template <class G>
 void launch_conv_patch_wgrad_mma(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                                  float* db, int batch) {
   using T = ConvPatchWgradMma<G>;
-  static_assert(T::fits, "see ConvPatchWgradMma");
-  if (!conv_patch_wgrad_aligned(x, dy))
-    throw std::invalid_argument("ctnn: Conv backward (TF32 patch kernel): x and dy must be 16-byte aligned");
-  const long long steps = T::Splits::steps(batch);
-  if (steps > 0x7fffffffLL)
-    throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
-  if (batch <= 0) return;
-  const int splits = T::Splits::splits(batch);
-  request_dynamic_smem<kernel_conv_patch_wgrad_mma<G, T>, T::smem_bytes>();
-  const dim3 grid(unsigned(splits), ceil_div(G::C, T::CK), ceil_div(G::Out, T::BM));
-  kernel_conv_patch_wgrad_mma<G, T><<<grid, T::threads, T::smem_bytes, stream>>>(
-      x, dy, partials, int(T::Splits::per_split(batch)), int(steps));
-  CTNN_CHECK_LAUNCH();
-  sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db);
+  launch_conv_patch_wgrad_kernel<G, T, kernel_conv_patch_wgrad_mma<G, T>>(stream, x, dy, partials, dw, db, batch);
 }
 
 // The TF32 rule for the weight gradient of the implicit-GEMM family: this kernel where it fits (and x
