@@ -126,9 +126,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     t(same_bits(d_y.download(), y_rule, label(batch, "forward (rule), second run")));
     {  // ReLU in the epilogue of the rule's kernel (direct, patch or GEMM): ReLU(forward) to the bit
       d_y.poison();
-      const bool fused = Dev::template forward_act<relu_fn>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      Dev::template forward_act<relu_fn>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
       stream.sync();
-      if (!t(fused)) std::printf("FAIL %s: forward_act did not run\n", label(batch, ""));
       std::vector<float> want(y_rule);
       for (float& v : want) v = relu_fn::apply(v);
       t(same_bits(d_y.download(), want, label(batch, "forward with ReLU in the epilogue = ReLU(forward)")));

@@ -119,11 +119,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
 
   // y = Fn(the forward): the element-wise activation that follows the layer applied in the store of
   // the rule's kernel (every kernel has that epilogue; the same bits as forward then the activation's
-  // kernel). Returns whether it ran (always). The network's layer-by-layer forward calls it for a
-  // convolution followed by an activation.
-  static constexpr bool has_forward_act = true;
+  // kernel). The network's layer-by-layer forward calls it for a convolution followed by an activation.
   template <class Fn>
-  static bool forward_act(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+  static void forward_act(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
                           int batch) {
     kernels::check_batch(batch, "Conv forward");
     if constexpr (forward_algo == ConvAlgo::direct) {
@@ -136,7 +134,6 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     } else {
       kernels::launch_conv_fp32_forward_act<dims, Fn>(ctx.stream, w, b, x, y, batch);
     }
-    return true;
   }
 
   // dx from dy and w.

@@ -20,6 +20,7 @@
 // implicit GEMM's order (its parity classes list their taps that way), so the two agree to the bit.
 #include <cstddef>
 #include <stdexcept>
+#include <string>
 
 #include "conv_patch.cuh"
 
@@ -152,15 +153,21 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
 }
 
 // --- Launch --------------------------------------------------------------------------------------------
-// The copies and the stores are 16 bytes wide: weights, dy and dx must be 16-byte aligned.
-// Fn, below: the activation below the layer and its output (see the kernel).
+// The copies and the stores are 16 bytes wide: weights, dy and dx must be 16-byte aligned. below: the
+// output of the activation below the layer (see the kernel). Kernel: this FP32 one, or the TF32 one at
+// the end of the file (`what` names it in the error).
+template <class G, class T, auto Kernel>
+void launch_conv_patch_dgrad_s2_kernel(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
+                                       const float* below, const char* what) {
+  if (!conv_patch_fp32_aligned(w, dy, dx))
+    throw std::invalid_argument(std::string("ctnn: Conv backward (") + what +
+                                " stride-2 patch kernel): weights, dy and dx must be 16-byte aligned");
+  launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, Kernel>(stream, w, below, dy, dx, batch);
+}
 template <class G, class T, class Fn = identity_fn>
 void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
                                 const float* below = nullptr) {
-  if (!conv_patch_fp32_aligned(w, dy, dx))
-    throw std::invalid_argument("ctnn: Conv backward (FP32 stride-2 patch kernel): weights, dy and dx must be "
-                                "16-byte aligned");
-  launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, kernel_conv_patch_dgrad_s2<G, T, Fn>>(stream, w, below, dy, dx, batch);
+  launch_conv_patch_dgrad_s2_kernel<G, T, kernel_conv_patch_dgrad_s2<G, T, Fn>>(stream, w, dy, dx, batch, below, "FP32");
 }
 
 // A tile of about 128 threads: whole warps of dy rows.
@@ -319,27 +326,15 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
 template <class G, class Fn = identity_fn>
 void launch_conv_patch_dgrad_s2_mma(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
                                     const float* below = nullptr) {
-  if (!conv_patch_fp32_aligned(w, dy, dx))
-    throw std::invalid_argument("ctnn: Conv backward (TF32 stride-2 patch kernel): weights, dy and dx must be "
-                                "16-byte aligned");
   using T = ConvPatchS2Mma<G>;
-  launch_conv_patch_kernel<ConvPatchDgradS2<G>, T, kernel_conv_patch_dgrad_s2_mma<G, T, Fn>>(stream, w, below, dy, dx,
-                                                                                            batch);
+  launch_conv_patch_dgrad_s2_kernel<G, T, kernel_conv_patch_dgrad_s2_mma<G, T, Fn>>(stream, w, dy, dx, batch, below,
+                                                                                  "TF32");
 }
 
 // --- The TF32 rule for backward data -------------------------------------------------------------------
 // Stride-1 "same" layers: conv_patch.cuh's kernel where its rule takes it; stride 2: the kernel above;
 // else conv_mma.cuh's gathering kernels.
-template <class G>
-void launch_conv_tf32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  if constexpr (conv_patch_fits<G>())
-    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, dy, dx))
-      return launch_conv_patch_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
-  if constexpr (conv_patch_dgrad_s2_mma_fits<G>())
-    if (conv_patch_fp32_aligned(w, dy, dx)) return launch_conv_patch_dgrad_s2_mma<G>(stream, w, dy, dx, batch);
-  launch_conv_dgrad_mma_auto<G>(stream, w, dy, dx, batch);
-}
-
+//
 // Backward data with the backward of the activation Fn below the layer folded into its store (below:
 // that activation's output, the layer's input), where the rule takes a patch kernel; false, having
 // launched nothing, elsewhere (its caller then runs the activation's backward).
@@ -357,6 +352,13 @@ bool launch_conv_tf32_dgrad_act(cudaStream_t stream, const float* w, const float
       return true;
     }
   return false;
+}
+
+// Backward data: the patch kernels as above (no activation: below unused), else the gathering ones.
+template <class G>
+void launch_conv_tf32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+  if (!launch_conv_tf32_dgrad_act<G, identity_fn>(stream, w, dy, nullptr, dx, batch))
+    launch_conv_dgrad_mma_auto<G>(stream, w, dy, dx, batch);
 }
 
 }  // namespace ctnn::kernels

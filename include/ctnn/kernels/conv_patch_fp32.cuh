@@ -208,16 +208,6 @@ void launch_conv_fp32_forward(cudaStream_t stream, const float* w, const float* 
   launch_conv_fp32_forward_act<G, identity_fn>(stream, w, b, x, y, batch);
 }
 
-template <class G>
-void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
-  if constexpr (conv_patch_fp32_fits<G>())
-    if (conv_patch_fp32_aligned(w, dy, dx))
-      return launch_conv_patch_fp32_auto<ConvPatchDgrad<G>>(stream, w, nullptr, dy, dx, batch);
-  if constexpr (conv_patch_dgrad_s2_fits<G>())
-    if (conv_patch_fp32_aligned(w, dy, dx)) return launch_conv_patch_dgrad_s2_auto<G>(stream, w, dy, dx, batch);
-  launch_conv_dgrad_gemm_auto<G>(stream, w, dy, dx, batch);
-}
-
 // Backward data with the backward of the activation Fn below the layer folded into its store (below:
 // that activation's output, the layer's input), where the rule takes a patch kernel; false, having
 // launched nothing, where it takes the GEMM (its caller then runs the activation's backward).
@@ -234,6 +224,13 @@ bool launch_conv_fp32_dgrad_act(cudaStream_t stream, const float* w, const float
   } else {
     return false;
   }
+}
+
+// Backward data: the patch kernels as above (no activation: below unused), else the GEMM.
+template <class G>
+void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch) {
+  if (!launch_conv_fp32_dgrad_act<G, identity_fn>(stream, w, dy, nullptr, dx, batch))
+    launch_conv_dgrad_gemm_auto<G>(stream, w, dy, dx, batch);
 }
 
 // --- Backward weights ----------------------------------------------------------------------------------

@@ -544,14 +544,14 @@ class CudaNetwork {
     if (!runs_fused<g>(batch, forward_only)) {
       if constexpr (grp.kind == GroupKind::dense_chain)
         if (forward_only) return chain_layers_forward<grp.first, grp.last>(batch, mode);
-      // A convolution whose kernel takes the activation in its store writes the activation's slot;
-      // its own slot stays unwritten (nothing reads it: the activation's backward reads its output).
-      if constexpr (conv_then_activation<grp.first, grp.last>())
-        if (conv_act_forward<grp.first>(batch)) {
-          kernels::static_for<int(grp.last - grp.first - 1)>(
-              [&](auto i) { forward_layer<grp.first + 2 + decltype(i)::value>(batch, L - 1, mode); });
-          return;
-        }
+      // A convolution followed by an activation runs both in one kernel (the activation in its store)
+      // and writes the activation's slot; its own stays unwritten (nothing reads it: the activation's
+      // backward reads its output).
+      if constexpr (conv_then_activation<grp.first, grp.last>()) {
+        conv_act_forward<grp.first>(batch);
+        return kernels::static_for<int(grp.last - grp.first - 1)>(
+            [&](auto i) { forward_layer<grp.first + 2 + decltype(i)::value>(batch, L - 1, mode); });
+      }
       kernels::static_for<int(grp.last - grp.first + 1)>(
           [&](auto i) { forward_layer<grp.first + decltype(i)::value>(batch, L - 1, mode); });
     } else if constexpr (std::is_void_v<K>) {
@@ -566,23 +566,19 @@ class CudaNetwork {
     }
   }
 
-  // Whether layer i is a convolution with an activation epilogue (has_forward_act) followed, within
-  // the group ending at last, by an activation layer.
+  // Whether layer i is a convolution followed, within the group ending at last, by an activation.
   template <std::size_t i, std::size_t last>
   static constexpr bool conv_then_activation() {
     if constexpr (i >= last) return false;
-    else if constexpr (!is_activation_layer_v<typename Net::template layer_at<i + 1>>) return false;
-    else if constexpr (requires { layer_kernels<i>::has_forward_act; }) return layer_kernels<i>::has_forward_act;
-    else return false;
+    else return detail::is_conv_layer<typename Net::template layer_at<i>>::value &&
+                is_activation_layer_v<typename Net::template layer_at<i + 1>>;
   }
-  // Layers i and i + 1 (conv, activation) as one kernel; false, having launched nothing, where the
-  // convolution's kernel at this batch and precision has no epilogue.
+  // Layers i and i + 1 (conv, activation) as one kernel: cuda_layer<Conv>::forward_act.
   template <std::size_t i>
-  bool conv_act_forward(int batch) {
+  void conv_act_forward(int batch) {
     using Fn = activation_fn_t<typename Net::template layer_at<i + 1>>;
-    return layer_kernels<i>::template forward_act<Fn>(ctx_, params() + plan::weight_offset[i],
-                                                      params() + plan::bias_offset[i], activation(i),
-                                                      activation(i + 2), batch);
+    layer_kernels<i>::template forward_act<Fn>(ctx_, params() + plan::weight_offset[i], params() + plan::bias_offset[i],
+                                               activation(i), activation(i + 2), batch);
   }
 
   // Layers i..last of a dense chain one by one, in a forward without a loss: a Dense followed by ReLU
