@@ -582,9 +582,10 @@ void launch_conv_gemm(cudaStream_t stream, const float* a_src, const float* bias
 }
 
 // The rule's tile and split-K factor, from conv_bench on an H100 (docs/conv_kernels.md):
-// * forward: the wide tile when it gives at least two blocks per SM, else the narrow one; split-K 2
-//   when the launch has under two blocks per SM and at least 32 k tiles (K = 576: 4-40% faster; with
-//   18 k tiles it was 2% slower);
+// * forward: the wide tile when it gives about two blocks per SM (from 15/16 of that: 64->128 s2 @16 at
+//   B = 256 has 256 wide blocks, and they took 89.0 µs against the narrow tile's 96.6 on an H200), else
+//   the narrow one, with split-K 2 when it has under two blocks per SM and at least 32 k tiles (K = 576:
+//   4-40% faster; with 18 k tiles it was 2% slower);
 // * backward data: the wide tile only for 32-row problems (for 64 rows the narrow one was measured
 //   faster before), with the same two-blocks rule; split-K 2 as for the forward, and also for every
 //   strided layer with at least 16 k tiles in its largest class: its parity classes have 1, 2 or 4 of
@@ -596,8 +597,8 @@ struct ConvGemmPlan {
 template <class Pb>
 ConvGemmPlan conv_gemm_fwd_plan(int batch) {
   const long long columns = (long long)batch * Pb::QH * Pb::QW;
-  const bool wide = conv_blocks<Pb::M>(columns, 128) >= conv_two_waves;
-  const bool few = conv_blocks<Pb::M>(columns, wide ? 128 : 64) < conv_two_waves;
+  const bool wide = conv_blocks<Pb::M>(columns, 128) * 16 >= conv_two_waves * 15;
+  const bool few = !wide && conv_blocks<Pb::M>(columns, 64) < conv_two_waves;
   return {wide, conv_split_k(few && ceil_div(ConvGemmTaps<Pb>::Kd, 16) >= 32)};
 }
 template <class G>

@@ -361,7 +361,9 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
       const int seg = s0 + warp;
       if (T::SEGS % T::warps != 0 && seg >= T::SEGS) break;
       const int yl = seg / T::PGR, x0 = seg % T::PGR * TN;
-      float xs[K][SL];  // input columns S·x0 − P + j of the window's rows
+      // input columns S·x0 − P + j of the window's rows (1×1 at stride 2: room for the last 16-byte
+      // load's unused value, P + S·TN > SL)
+      float xs[K][max_of(SL, P + S * TN)];
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
         const float* row = X + (S * yl + ky) * T::RS + S * x0;

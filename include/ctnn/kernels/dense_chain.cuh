@@ -19,9 +19,13 @@
 //
 // Forward: a warp computes U = 32/BT units for the BT samples, lanes striding over the inputs
 // (coalesced weight rows, conflict-free reads of the tile), then one reduce-scatter over the warp
-// leaves lane u·BT + s with unit u of sample s. Backward: a thread per input column, looping over the
-// units (coalesced weight columns, the tile's gradients as broadcasts). Fixed orders throughout: the
-// results do not depend on the run.
+// leaves lane u·BT + s with unit u of sample s. Backward: G lanes of a warp per input column, each
+// looping over every G-th unit (coalesced weight columns, the tile's gradients as broadcasts), a
+// shuffle butterfly adding the G sums. Fixed orders throughout: the results do not depend on the run.
+// The time is latency (a few blocks, each stage a few rounds of weight loads from L2), so a cluster's
+// blocks share only the two stages with the most weights, and the others run whole in every block,
+// which spares them the exchange through distributed shared memory and the cluster barrier (both
+// slow: docs/fusion.md).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -181,6 +185,12 @@ struct TileCluster {
     rank = cluster::block_rank(), size = cluster::size();
 #endif
   }
+  // A block on its own (the stages it computes whole).
+  __device__ static TileCluster alone() {
+    TileCluster t;
+    t.rank = 0, t.size = 1;
+    return t;
+  }
   // V floats at p, an address in this block's shared memory, into the same place in every block.
   template <int V>
   __device__ void store(float* p, const float (&r)[V]) const {
@@ -208,13 +218,15 @@ struct TileCluster {
   }
 };
 
+
 // One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
-// written to pre and out (out == pre: once) for the tile's `count` samples. A warp computes U = 32/BT
-// units for the BT samples, lanes striding over the inputs, then one reduce-scatter over the warp
-// leaves lane u·BT + s with unit u of sample s. The stage's sizes are run-time values so that stages
-// with the same activation share their code: the kernel runs its code once per block, every
-// instruction fetched cold, so code size costs time. For the same reason the loops stay rolled, the
-// next weights loaded while the current ones are used.
+// written to pre and out (out == pre: once; pre null: neither) for the tile's `count` samples. A warp
+// computes U = 32/BT units for the BT samples, lanes striding over the inputs, then one reduce-scatter
+// over the warp leaves lane u·BT + s with unit u of sample s. The stage's sizes are run-time values so
+// that stages with the same activation share their code: the kernel runs its code once per block,
+// every instruction fetched cold, so code size costs time. For the same reason the loops stay rolled,
+// the next weights loaded while the current ones are used (loading four steps' weights at once
+// measured no faster).
 template <int BT, int V, class Fn>
 __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] shared
                                                  float* h,         // [BT][N] shared
@@ -256,7 +268,7 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
       const float p = sum + b[n];
       const float y = Fn::apply(p);
       tc.store(h + s * N + n, y);
-      if (s < count) {
+      if (pre && s < count) {
         const std::size_t at = std::size_t(s0 + s) * N + n;
         pre[at] = p;
         if (out != pre) out[at] = y;
@@ -267,62 +279,59 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
 
 // One Dense stage's backward data for the tile: from gp [BT][N] (the gradient at its Dense output),
 // gq [BT][I] = (gp·W) · Fp'(hp) (the previous stage's activation; hp [BT][I] its output), also written
-// to `to` for the tile's samples; without gq (the chain's first stage) gp·W goes to `to` alone. A
-// thread takes V consecutive columns k and every G-th unit n (G groups of threads share the units of
-// a column, so that more loads are in flight); the groups' sums meet in `buf` [BT][I] in a fixed
-// order. Rows are sample-major, so a thread's V columns of a sample are one vector access. Sizes at
-// run time, as chain_forward_stage's.
+// to `to` (when not null) for the tile's samples; without gq (the chain's first stage) gp·W goes to `to`
+// alone. G lanes of a warp share V consecutive columns k, lane g taking the units n ≡ g (mod G) in
+// increasing order, CU at a time (their weight loads in flight together); a butterfly of shuffles then
+// adds the G lanes' sums. No barrier inside, and a fixed order: the results do not depend on the run.
+// Rows are sample-major, so a lane's V columns of a sample are one vector access. Sizes at run time, as
+// chain_forward_stage's.
 template <int BT, int V, class Fp>
-__device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, float* buf, const float* hp,
+__device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, const float* hp,
                                                   const float* __restrict__ w, float* to, int I, int N, int s0,
                                                   int count, int T, TileCluster tc) {
+  constexpr int CU = 8;  // units whose loads are in flight together (16 measured slower)
   // This block's columns: Qb vector columns from q0 (the cluster's blocks take consecutive slices).
   const int Qc = ceil_div(I / V, tc.size), q0 = tc.rank * Qc, Qb = clamp_to(I / V - q0, 0, Qc);
-  const int G = Qb >= T ? 1 : clamp_to(T / max_of(Qb, 1), 1, 8), rounds = ceil_div(Qb * G, T);
-  for (int round = 0; round < rounds; ++round) {
-    const int item = round * T + int(threadIdx.x), q = q0 + item % max_of(Qb, 1), grp = item / max_of(Qb, 1),
-              k = q * V;
-    const bool active = item < Qb * G;
+  int G = 1;  // lanes per column: the most (a power of two, at most 32) that keep every column in one round
+  while (G < 32 && Qb * G * 2 <= T) G *= 2;
+  const int per_warp = 32 / G, lane = int(threadIdx.x) % 32, g = lane % G, slots = ceil_div(Qb, per_warp);
+#pragma unroll 1
+  for (int slot = int(threadIdx.x) / 32; slot < slots; slot += T / 32) {  // (uniform over the warp)
+    const int qi = slot * per_warp + lane / G, k = (q0 + qi) * V;
+    const bool active = qi < Qb;
     float acc[BT][V];
 #pragma unroll
     for (int s = 0; s < BT; ++s)
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[s][j] = 0.f;
-    if (active) {
-#pragma unroll 4
-      for (int n = grp; n < N; n += G) {
-        float wv[V];
-        load_global(w + std::size_t(n) * I + k, true, wv);
-#pragma unroll
-        for (int s = 0; s < BT; ++s) {
-          const float d = gp[s * N + n];  // (a broadcast)
-#pragma unroll
-          for (int j = 0; j < V; ++j) acc[s][j] = fmaf(wv[j], d, acc[s][j]);
-        }
-      }
-    }
-    if (G > 1) {        // buf = acc of group G−1, + group G−2, ..., then group 0 adds buf
-      __syncthreads();  // (the previous round's readers of buf are done; G > 1: one round)
+    if (active)
 #pragma unroll 1
-      for (int g = G - 1; g >= 0; --g) {
-        if (active && grp == g)
+      for (int n0 = g; n0 < N; n0 += CU * G) {
+        float wv[CU][V];
+#pragma unroll
+        for (int u = 0; u < CU; ++u) load_global(w + std::size_t(n0 + u * G) * I + k, n0 + u * G < N, wv[u]);
+#pragma unroll
+        for (int u = 0; u < CU; ++u) {
+          const int n = n0 + u * G;
+          if (n >= N) break;
 #pragma unroll
           for (int s = 0; s < BT; ++s) {
-            float* bp = buf + s * I + k;
-            if (g < G - 1) {
-              float prev[V];
-              load_shared(bp, prev);
+            const float d = gp[s * N + n];  // (a broadcast to the warp's columns)
 #pragma unroll
-              for (int j = 0; j < V; ++j) acc[s][j] += prev[j];
-            }
-            if (g > 0) store_floats(bp, acc[s]);
+            for (int j = 0; j < V; ++j) acc[s][j] = fmaf(wv[u][j], d, acc[s][j]);
           }
-        if (g > 0) __syncthreads();
+        }
       }
-    }
-    if (!active || grp != 0) continue;
+#pragma unroll 1
+    for (int half = G / 2; half >= 1; half /= 2)  // every lane of the G ends with the same sums
+#pragma unroll
+      for (int s = 0; s < BT; ++s)
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[s][j] += __shfl_xor_sync(0xffffffffu, acc[s][j], half);
+    if (!active) continue;
 #pragma unroll
     for (int s = 0; s < BT; ++s) {
+      if (s % G != g) continue;  // the G lanes share the stores
       if (gq) {
         if constexpr (!std::is_same_v<Fp, identity_fn>) {
           float hv[V];
@@ -332,7 +341,7 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, fl
         }
         tc.store(gq + s * I + k, acc[s]);
       }
-      if (s < count) store_floats(to + std::size_t(s0 + s) * I + k, acc[s]);
+      if (to && s < count) store_floats(to + std::size_t(s0 + s) * I + k, acc[s]);
     }
   }
 }
@@ -361,51 +370,55 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   tc.sync();
 
   // Forward, stage by stage: h_l [BT][N] = fn(W·in + b).
+  // A stage one block computes in one round of its warps (N <= U·warps units) runs whole in every
+  // block, the first writing its outputs; a larger one is shared by the cluster's blocks. (LeNet-5 at
+  // batch 64 on an H200: 120 → 84 whole in each block 7.3 µs against 3.3 shared, 84 → 10 1.8 against 2.4.)
+  const bool writer = tc.rank == 0;
   static_for<S>([&](auto stage) {
     constexpr int L = decltype(stage)::value;
     using St = typename Ch::template stage<L>;
+    constexpr bool whole = St::N <= (32 / BT) * warps;
+    const bool writes = !whole || writer;
     chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
-        smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], a.pre[L], a.out[L], St::I, St::N,
-        s0, count, warps, tc);
-    tc.sync();
+        smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], writes ? a.pre[L] : nullptr,
+        writes ? a.out[L] : nullptr, St::I, St::N, s0, count, warps, whole ? TileCluster::alone() : tc);
+    if (whole) __syncthreads();
+    else tc.sync();
   });
 
   const float* top = smem + Ch::h_at(S - 1);  // [BT][NL]
   float* g0 = smem + Ch::g_at;                // [BT][NL], later [BT][I_l]: gradient rows, sample-major
   float* g1 = g0 + Ch::max_n * BT;
-  // Per sample (a warp each, the cluster's blocks taking turns): the loss and its gradient (a row of g0,
-  // then copied into the other blocks), or the Softmax's probabilities.
-  const int first_sample = tc.rank * warps + warp, sample_step = tc.size * warps;
+  // Per sample (a warp each, in every block; the first block writes the results out): the loss and its
+  // gradient (a row of g0), or the Softmax's probabilities.
   if constexpr (fused_loss) {
+    __shared__ float unused_loss[Ch::threads(Backward) / 32];  // the other blocks' loss and correct flag
+    __shared__ std::int32_t unused_correct[Ch::threads(Backward) / 32];
     const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
-    for (int s = first_sample; s < count; s += sample_step) {
+    for (int s = warp; s < count; s += warps) {
       const std::size_t at = std::size_t(s0 + s);
-      cuda_loss<Loss>::template sample<NL>(loss.options, top + s * NL, loss.labels ? loss.labels + at : nullptr,
-                                           loss.labels ? nullptr : loss.targets + at * NL, a.batch,
-                                           Backward ? g0 + s * NL : nullptr, 1, a.probs ? a.probs + at * NL : nullptr,
-                                           loss.loss + out0 + at, loss.correct + out0 + at, lane);
-      if (Backward && tc.size > 1) {
-        __syncwarp();
-        for (int j = lane; j < NL; j += 32) tc.store(g0 + s * NL + j, g0[s * NL + j]);
-      }
+      cuda_loss<Loss>::template sample<NL>(
+          loss.options, top + s * NL, loss.labels ? loss.labels + at : nullptr,
+          loss.labels ? nullptr : loss.targets + at * NL, a.batch, Backward ? g0 + s * NL : nullptr, 1,
+          a.probs && writer ? a.probs + at * NL : nullptr, writer ? loss.loss + out0 + at : unused_loss + warp,
+          writer ? loss.correct + out0 + at : unused_correct + warp, lane);
     }
   } else if constexpr (Ch::softmax) {
-    if (a.probs)
-      for (int s = first_sample; s < count; s += sample_step)
-        softmax_row<NL>(top + s * NL, a.probs + std::size_t(s0 + s) * NL, lane);
+    if (a.probs && writer)
+      for (int s = warp; s < count; s += warps) softmax_row<NL>(top + s * NL, a.probs + std::size_t(s0 + s) * NL, lane);
   }
   if constexpr (!Backward) return;
 
   if constexpr (!fused_loss)
     for (int e = threadIdx.x; e < BT * NL; e += T) g0[e] = e / NL < count ? a.dtop[std::size_t(s0) * NL + e] : 0.f;
-  tc.sync();
+  __syncthreads();
   {  // The last stage's activation: the gradient at its Dense output (each block its own copy; one writes it out).
     using Fn = typename Ch::template stage<S - 1>::fn;
     for (int e = threadIdx.x; e < BT * NL; e += T) {
       float g = g0[e];
       if constexpr (!std::is_same_v<Fn, identity_fn>) g *= Fn::derivative(top[e]);
       g0[e] = g;
-      if (e / NL < count && e % tc.size == tc.rank) a.dpre[S - 1][std::size_t(s0) * NL + e] = g;
+      if (e / NL < count && writer) a.dpre[S - 1][std::size_t(s0) * NL + e] = g;
     }
   }
   __syncthreads();
@@ -419,15 +432,16 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
     constexpr int I = St::I;
     const float* gp = (S - 1 - L) % 2 == 0 ? g0 : g1;  // [BT][N]
     float* gq = (S - 1 - L) % 2 == 0 ? g1 : g0;        // [BT][I]
-    if constexpr (L > 0) {
+    if constexpr (L > 0) {  // every block the whole stage (one block of the cluster writes dpre)
       using Fp = typename Ch::template stage<L - 1>::fn;
-      chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, gq, smem + Ch::h_at(L - 1), a.w[L], a.dpre[L - 1], I,
-                                                 St::N, s0, count, T, tc);
-    } else if (a.dx) {  // (buf: the input tile, no longer needed)
-      chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, smem, nullptr, a.w[L], a.dx, I, St::N, s0,
-                                                          count, T, tc);
+      chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, smem + Ch::h_at(L - 1), a.w[L],
+                                                 tc.rank == 0 ? a.dpre[L - 1] : nullptr, I, St::N, s0, count, T,
+                                                 TileCluster::alone());
+      __syncthreads();
+    } else if (a.dx) {  // the cluster's blocks a share of dx each
+      chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, nullptr, a.w[L], a.dx, I, St::N, s0, count,
+                                                          T, tc);
     }
-    tc.sync();
   });
 }
 
