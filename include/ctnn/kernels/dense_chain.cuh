@@ -71,11 +71,12 @@ struct DenseChainDims {
   static constexpr int train_threads = 256;
 #endif
   static constexpr int threads(bool backward) { return backward ? train_threads : 256; }
-  // Blocks per tile when the tiles leave most SMs idle: a thread-block cluster of this many shares each
-  // tile (TileCluster) where the device has clusters (sm_90) and tiles × cluster blocks fit on its SMs
-  // at one block each; otherwise a block per tile. LeNet-5 on an H100: 4 gave batch 64 an epoch 6.6%
-  // shorter than 1 and batch 256 the same; 8 no better at 64, 20% slower at 256 (docs/fusion.md).
-  // CTNN_DENSE_CHAIN_CLUSTER overrides it (for measuring; 1 to 8).
+  // Blocks per tile when the tiles leave most SMs idle: a thread-block cluster of at most this many
+  // shares each tile (TileCluster) where the device has clusters (sm_90), halved until tiles × its size
+  // fit in half the SMs; a block per tile below 2 (cuda_dense_chain::run). LeNet-5 epochs on an H100
+  // (2026-11-26, s; clusters of 1 / 2 / 4 / 8 forced): batch 64 (8 tiles) 0.0874 / 0.0782 / 0.0733 /
+  // 0.0730, batch 256 (32 tiles) 0.0309 / 0.0288 / 0.0292 / (8 did not fit: 1), batch 1,024 within
+  // 0.4% of each other. CTNN_DENSE_CHAIN_CLUSTER overrides it (for measuring; 1 to 8).
 #ifdef CTNN_DENSE_CHAIN_CLUSTER
   static constexpr int cluster = CTNN_DENSE_CHAIN_CLUSTER;
 #else
@@ -568,10 +569,13 @@ struct cuda_dense_chain {
   static void run(const CudaContext& ctx, const kernels::DenseChainArgs<S>& a, const kernels::LossRun<Loss>& loss) {
     kernels::check_batch(a.batch, "Dense chain");
     const unsigned tiles = kernels::grid_for(std::size_t(a.batch), Ch::BT);
-    const int blocks_per_tile =
-        Ch::cluster > 1 && tiles * unsigned(Ch::cluster) <= kernels::sm_count() && kernels::clusters_supported()
-            ? Ch::cluster
-            : 1;
+    int blocks_per_tile = 1;
+    if (kernels::clusters_supported())
+      for (int c = Ch::cluster; c > 1; c /= 2)
+        if (2 * tiles * unsigned(c) <= kernels::sm_count()) {
+          blocks_per_tile = c;
+          break;
+        }
     const unsigned grid = tiles * unsigned(blocks_per_tile);
     kernels::launch_clustered(kernels::kernel_dense_chain<Ch, Loss, Backward>, grid, Ch::threads(Backward), 0,
                               ctx.stream, blocks_per_tile, a, loss);
