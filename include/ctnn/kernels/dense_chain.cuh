@@ -23,9 +23,10 @@
 // looping over every G-th unit (coalesced weight columns, the tile's gradients as broadcasts), a
 // shuffle butterfly adding the G sums. Fixed orders throughout: the results do not depend on the run.
 // The time is latency (a few blocks, each stage a few rounds of weight loads from L2), so a cluster's
-// blocks share only the two stages with the most weights, and the others run whole in every block,
-// which spares them the exchange through distributed shared memory and the cluster barrier (both
-// slow: docs/fusion.md).
+// blocks share only the forward stages one block would need more than one round for, and the
+// gradient at the chain's input; the other stages and the loss run whole in every block, which spares
+// them the exchange through distributed shared memory and the cluster barrier (both slow:
+// docs/fusion.md).
 #include <array>
 #include <cstddef>
 #include <cstdint>
