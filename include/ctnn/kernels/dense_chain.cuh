@@ -220,7 +220,6 @@ struct TileCluster {
   }
 };
 
-
 // One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
 // written to pre and out (out == pre: once; pre null: neither) for the tile's `count` samples. A warp
 // computes U = 32/BT units for the BT samples, lanes striding over the inputs, then one reduce-scatter
@@ -341,7 +340,7 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, co
 #pragma unroll
           for (int j = 0; j < V; ++j) acc[s][j] *= Fp::derivative(hv[j]);
         }
-        tc.store(gq + s * I + k, acc[s]);
+        store_floats(gq + s * I + k, acc[s]);  // (gq: this block's own, as only split stages lack one)
       }
       if (to && s < count) store_floats(to + std::size_t(s0 + s) * I + k, acc[s]);
     }
@@ -394,16 +393,14 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   // Per sample (a warp each, in every block; the first block writes the results out): the loss and its
   // gradient (a row of g0), or the Softmax's probabilities.
   if constexpr (fused_loss) {
-    __shared__ float unused_loss[Ch::threads(Backward) / 32];  // the other blocks' loss and correct flag
-    __shared__ std::int32_t unused_correct[Ch::threads(Backward) / 32];
     const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
     for (int s = warp; s < count; s += warps) {
       const std::size_t at = std::size_t(s0 + s);
       cuda_loss<Loss>::template sample<NL>(
           loss.options, top + s * NL, loss.labels ? loss.labels + at : nullptr,
           loss.labels ? nullptr : loss.targets + at * NL, a.batch, Backward ? g0 + s * NL : nullptr, 1,
-          a.probs && writer ? a.probs + at * NL : nullptr, writer ? loss.loss + out0 + at : unused_loss + warp,
-          writer ? loss.correct + out0 + at : unused_correct + warp, lane);
+          a.probs && writer ? a.probs + at * NL : nullptr, writer ? loss.loss + out0 + at : nullptr,
+          writer ? loss.correct + out0 + at : nullptr, lane);
     }
   } else if constexpr (Ch::softmax) {
     if (a.probs && writer)
@@ -437,7 +434,7 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
     if constexpr (L > 0) {  // every block the whole stage (one block of the cluster writes dpre)
       using Fp = typename Ch::template stage<L - 1>::fn;
       chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, smem + Ch::h_at(L - 1), a.w[L],
-                                                 tc.rank == 0 ? a.dpre[L - 1] : nullptr, I, St::N, s0, count, T,
+                                                 writer ? a.dpre[L - 1] : nullptr, I, St::N, s0, count, T,
                                                  TileCluster::alone());
       __syncthreads();
     } else if (a.dx) {  // the cluster's blocks a share of dx each

@@ -51,7 +51,7 @@ __device__ __forceinline__ void warp_argmax(const float* z, int lane, float& top
 // Softmax cross-entropy with label smoothing ε from the logits z: target q = (1−ε)·onehot(label) + ε/N
 // (or (1−ε)·t + ε/N for float targets t), loss = Σ q_i·(lse − z_i), d/dz_i = (p_i·Σq − q_i)/batch.
 // One sample, computed by one warp (all 32 lanes call it): z [N], *label or target [N] (label wins),
-// grad[i·grad_stride] and probs [N] unless null, *loss and *correct written by lane 0.
+// grad[i·grad_stride], probs [N], *loss and *correct unless null (the last two by lane 0).
 template <int N>
 __device__ void softmax_cross_entropy_sample(float eps, const float* z, const std::int32_t* label,
                                              const float* target, int batch, float* grad, int grad_stride,
@@ -83,8 +83,8 @@ __device__ void softmax_cross_entropy_sample(float eps, const float* z, const st
     if (grad) grad[i * grad_stride] = label_ok ? (p * qsum - q_of(i)) / fbatch : NAN;
   }
   if (lane == 0) {
-    *loss = label_ok ? total : NAN;
-    *correct = label && label_ok && arg == y ? 1 : 0;
+    if (loss) *loss = label_ok ? total : NAN;
+    if (correct) *correct = label && label_ok && arg == y ? 1 : 0;
   }
 }
 
@@ -130,8 +130,8 @@ __device__ void mse_sample(const float* z, const std::int32_t* label, const floa
   int arg;
   warp_argmax<N>(z, lane, top, arg);
   if (lane == 0) {
-    *loss = label_ok ? total / float(N) : NAN;
-    *correct = label && label_ok && arg == y ? 1 : 0;
+    if (loss) *loss = label_ok ? total / float(N) : NAN;
+    if (correct) *correct = label && label_ok && arg == y ? 1 : 0;
   }
 }
 
