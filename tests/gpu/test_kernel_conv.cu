@@ -1,4 +1,5 @@
-// Conv kernels (kernels/conv.cuh, conv_direct.cuh, conv_gemm.cuh, conv_patch_fp32.cuh) against the host reference
+// Conv kernels (kernels/conv.cuh, conv_direct.cuh, conv_gemm.cuh, conv_patch_fp32.cuh, conv_winograd.cuh) against
+// the host reference
 // Conv::bind<In>::forward/backward on fresh random inputs, outputs poisoned first: every kernel family
 // that can run the layer, in each direction (forward; backward data; backward weights and bias), the
 // implicit GEMM with both its tiles, and the rule's choice through forward/backward. Determinism: a
@@ -43,6 +44,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   constexpr bool patch = kernels::conv_patch_fp32_fits<G>();
   // The stride-2 one runs the backward data of stride-2 layers (conv_patch_dgrad_s2.cuh).
   constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
+  // The Winograd forward (conv_winograd.cuh) runs 3×3 stride-1 padding-1 layers.
+  constexpr bool winograd = kernels::conv_winograd_fits<G>();
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
@@ -102,8 +105,22 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_gemm<Fwd, Narrow>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
     };
     const auto y_plan = run([&] { fwd_gemm(fplan.wide, fplan.splits); }, d_y, y_ref, "forward GEMM, the rule's plan");
-    // Where it fits the rule takes the FP32 patch kernel, which sums in the unsplit GEMM's order.
-    if (Dev::forward_algo == ConvAlgo::implicit_gemm)
+    // The Winograd kernel (3×3 stride-1 layers) against the host, with ReLU in its store; the rule takes
+    // it where it wins. Otherwise, where it fits, the FP32 patch kernel, which sums in the unsplit GEMM's order.
+    bool rule_winograd = false;
+    if constexpr (winograd) {
+      const auto y_wino = run([&] { kernels::launch_conv_winograd<G>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                              d_y, y_ref, "forward Winograd");
+      d_y.poison();
+      kernels::launch_conv_winograd<G, relu_fn>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      stream.sync();
+      std::vector<float> want(y_wino);
+      for (float& v : want) v = relu_fn::apply(v);
+      t(same_bits(d_y.download(), want, label(batch, "forward Winograd with ReLU = ReLU(Winograd)")));
+      rule_winograd = kernels::conv_winograd_wins<G>(batch);
+      if (rule_winograd) t(same_bits(y_rule, y_wino, label(batch, "forward (rule: Winograd) = Winograd")));
+    }
+    if (Dev::forward_algo == ConvAlgo::implicit_gemm && !rule_winograd)
       t(same_bits(y_rule, patch ? y_wide : y_plan, label(batch, patch ? "forward (rule: patch) = GEMM" : "forward (rule) = its plan")));
     if constexpr (patch) {
       using PF = kernels::ConvPatchFwd<G>;
@@ -326,6 +343,10 @@ int main() {
     // The patch kernels off the CIFAR shapes: a 5x5 window (halo 2), rows past the image in the last row
     // tile (H = 10 is no multiple of the tiles' rows), partial 32-channel tiles (M = 24, 40), W = 24.
     test_conv<Conv<40, 5, Pad<2>>, Shape<24, 10, 24>>(t, "patch 5x5 24->40", {1, 3, 37}, 28);
+    // Winograd: 20 channels (the last step of 8 half zeros), 96 outputs (three tiles of 32), one block
+    // a sample; and 64 -> 64 at 32 × 32 (eight blocks a sample).
+    test_conv<Conv<96, 3, Pad<1>>, Shape<20, 16, 16>>(t, "Winograd 20->96 at 16x16", {1, 3, 43}, 32);
+    test_conv<Conv<64, 3, Pad<1>>, Shape<64, 32, 32>>(t, "Winograd 64->64 at 32x32", {1, 17}, 33);
     // The RGB stem of those networks (C = 3: direct, but the GEMM is checked too).
     test_conv<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "CIFAR stem 3->32", {1, 37, 64}, 24);
     // Odd sizes with stride 2: parity classes of different sizes; channels that fill no tile evenly.

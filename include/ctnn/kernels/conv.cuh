@@ -3,7 +3,8 @@
 // data, backward weights) between the direct kernels of conv_direct.cuh (narrow layers) and the
 // implicit-GEMM kernels of conv_gemm.cuh (layers with >= 16 input and output channels), at compile
 // time from the layer's dimensions. In FP32 the implicit-GEMM family runs stride-1 "same" layers from a
-// staged input patch (conv_patch_fp32.cuh; forward and backward data with the GEMM's bits).
+// staged input patch (conv_patch_fp32.cuh; forward and backward data with the GEMM's bits), and the
+// forward of 3×3 stride-1 layers at batches that fill the GPU by Winograd's F(2×2, 3×3) (conv_winograd.cuh).
 // With ctx.math == Math::tf32 the implicit GEMMs run on the TF32 tensor cores (conv_mma.cuh; the same
 // layers from a staged patch, conv_patch.cuh, where its rule picks it); the direct kernels stay FP32.
 // All of them are deterministic (no float atomics).

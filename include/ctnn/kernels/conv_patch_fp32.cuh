@@ -23,6 +23,7 @@
 #include "conv_gemm.cuh"
 #include "conv_patch.cuh"
 #include "conv_patch_dgrad_s2.cuh"
+#include "conv_winograd.cuh"
 #include "reduce.cuh"
 
 namespace ctnn::kernels {
@@ -189,14 +190,20 @@ void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const floa
 }
 
 // --- The FP32 rule for the implicit-GEMM family ---------------------------------------------------------
-// The patch kernel where it fits (and the pointers are aligned; for backward data also the stride-2 one
-// of conv_patch_dgrad_s2.cuh), else conv_gemm.cuh's. The patch kernels sum in the unsplit GEMM's order,
-// so the choice changes speed (and, where the GEMM would split k, the last bits) only.
+// The forward of 3×3, stride-1, padding-1 layers on enough blocks: the Winograd kernel. Otherwise the
+// patch kernel where it fits (and the pointers are aligned; for backward data also the stride-2 one of
+// conv_patch_dgrad_s2.cuh), else conv_gemm.cuh's. The patch kernels sum in the unsplit GEMM's order, so
+// that choice changes speed (and, where the GEMM would split k, the last bits) only; Winograd's sums
+// differ from theirs by rounding.
 
-// The forward with the activation Fn that follows the layer in the store of the rule's kernel.
+// The forward with the activation Fn that follows the layer in the store of the rule's kernel: the
+// Winograd kernel (conv_winograd.cuh) first where it fits and wins, which rounds differently.
 template <class G, class Fn>
 void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                                   int batch) {
+  if constexpr (conv_winograd_fits<G>())
+    if (conv_winograd_wins<G>(batch) && conv_winograd_aligned<G>(w, x, y))
+      return launch_conv_winograd<G, Fn>(stream, w, b, x, y, batch);
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
   launch_conv_gemm_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
