@@ -158,7 +158,9 @@ int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int
     gpu.synchronize();
     t(compare(gpu.download_activation(L, batch), want_out,
               tag + "evaluation, forward_fused's output (" +
-                  (Gpu::runs_network_kernel(batch) ? "network kernel" : "groups") + ")"));
+                  (Gpu::runs_network_kernel(batch) ? "network kernel"
+                   : Gpu::runs_tail_kernel(batch)  ? "groups, then the tail kernel from layer " + std::to_string(Gpu::tail_first)
+                                                   : "groups") + ")"));
 
     // The layer-by-layer training forward: every slot, for the host backward below.
     poison_all();

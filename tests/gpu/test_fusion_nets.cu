@@ -45,6 +45,14 @@ using SoftMse = Network<Seq<Dense<24>, ReLU, Dense<6>, Softmax>, Input<2, 4, 4>>
 using Wide = Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Pool<2>, Conv<16, 3, Pad<1>>, Sigmoid,
                          Conv<16, 3, Stride<2>, Pad<1>>, ReLU, Dense<10>, Softmax>,
                      Input<16, 16, 32>>;
+// The tail kernel (CudaNetwork::tail_first) from the pooling after a GEMM-family convolution and its
+// ReLU (run layer by layer, the ReLU in the convolution's store): pooling, Dense and Softmax in one launch.
+using Tail = Network<Seq<Conv<32, 3, Pad<1>>, ReLU, Conv<32, 3, Stride<2>, Pad<1>>, ReLU, Pool<2>, Dense<10>, Softmax>,
+                     Input<3, 16, 16>>;
+static_assert(CudaNetwork<Tail, 64>::has_tail_kernel && CudaNetwork<Tail, 64>::tail_first == 4,
+              "Tail's tail kernel starts at its pooling");
+static_assert(CudaNetwork<Wide, 64>::has_tail_kernel && CudaNetwork<Wide, 64>::tail_first == 7,
+              "Wide's tail kernel starts at its Dense layer (a fused group's first layer)");
 // For the network kernel alone: a dilated and a strided Conv, LeakyReLU, Dropout (evaluation: nothing),
 // BatchNorm on planes and on a flat vector (random running statistics), GlobalAvgPool, an overlapping
 // average pooling with padding, Softmax.
@@ -71,6 +79,7 @@ int main() {
         fusion_test::test_network<Wide, SoftmaxCrossEntropy>(t, "Wide (activations in the patch kernels' epilogue)", 39);
     std::printf("%s Wide: some activation backward passes folded into the layer above (%d)\n", folds > 0 ? "ok  " : "FAIL", folds);
     t(folds > 0);
+    fusion_test::test_network<Tail, SoftmaxCrossEntropy>(t, "Tail (pooling, Dense, Softmax in one kernel)", 40);
     fusion_test::test_network_kernel<Gap>(t, "Gap (network kernel)", 37);
   } catch (const std::exception& e) {
     std::printf("FAIL unexpected exception: %s\n", e.what());

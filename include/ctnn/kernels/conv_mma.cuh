@@ -21,7 +21,6 @@
 //
 // Summation order: fixed by the tile (mma k slots, then slices in increasing k), so two runs give the
 // same bits; it differs from the FP32 kernels', and so do the results (by TF32's rounding).
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -124,21 +123,6 @@ __device__ __forceinline__ void mma_slice(const float* A, const float* B, float 
 __device__ __forceinline__ float* conv_mma_smem() {
   extern __shared__ __align__(16) float4 conv_mma_smem_raw[];
   return reinterpret_cast<float*>(conv_mma_smem_raw);
-}
-
-// Kernels that want more than 48 KB must say so once per device (cudaFuncSetAttribute).
-template <auto Kernel, int Bytes>
-void request_dynamic_smem() {
-  if constexpr (Bytes > 48 * 1024) {
-    static std::atomic<unsigned long long> done{0};  // bit d: set on device d
-    int device = 0;
-    CTNN_CUDA_CHECK(cudaGetDevice(&device));
-    const unsigned long long bit = 1ull << (device % 64);
-    if (!(done.load() & bit)) {
-      CTNN_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Bytes));
-      done.fetch_or(bit);
-    }
-  }
 }
 
 // At most this much shared memory per block, so that at least two blocks fit on an SM (228 KB on

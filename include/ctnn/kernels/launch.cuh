@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the kernels' launchers: integer rounding, 1-D grids, and the run-time checks a
 // launcher makes before it enqueues anything (batch range, workspace size, pointer alignment).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -109,6 +110,21 @@ void launch_clustered(void (*kernel)(Params...), dim3 grid, int threads, int sme
     CTNN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
   }
   CTNN_CHECK_LAUNCH();
+}
+
+// Kernels that want more than 48 KB must say so once per device (cudaFuncSetAttribute).
+template <auto Kernel, int Bytes>
+void request_dynamic_smem() {
+  if constexpr (Bytes > 48 * 1024) {
+    static std::atomic<unsigned long long> done{0};  // bit d: set on device d
+    int device = 0;
+    CTNN_CUDA_CHECK(cudaGetDevice(&device));
+    const unsigned long long bit = 1ull << (device % 64);
+    if (!(done.load() & bit)) {
+      CTNN_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Bytes));
+      done.fetch_or(bit);
+    }
+  }
 }
 
 }  // namespace ctnn::kernels

@@ -12,7 +12,8 @@
 //                  the kernel's columns; a padded input copied with a zero border into the scratch
 //   SamplePool     max or average pooling (average over K·K, padding counted, as the host)
 //   SampleMap      an element-wise activation (relu_fn, ...), in place
-//   SampleDense    Dense: a warp per 4 units, lanes over the inputs (coalesced rows), butterfly sums
+//   SampleDense    Dense: a warp per 4 units, lanes over the inputs (coalesced rows), butterfly sums;
+//                  with fewer units than warps, the warps of 4 units split the inputs
 //   SampleSoftmax  Softmax: one warp (softmax.cuh's softmax_row)
 //   SampleNorm     BatchNorm in evaluation (running statistics), in place, in double as its kernel
 //   SampleMean     GlobalAvgPool: a warp per channel
@@ -163,6 +164,10 @@ struct SampleMap {
 // the rows allow: I a multiple of 4, rows starting 16-byte aligned as the arena plan places them)
 // before the first FMA, so that a warp has G·I/32 loads in flight, not a few. At batch 1 the weights
 // come from L2 and the latency of those loads, not arithmetic, is the layer's time.
+// The ways SampleDense splits a unit group's inputs: the warps each group gets, at most one per load round.
+constexpr int dense_input_splits(int warps, int unit_groups, int rounds) {
+  return warps > unit_groups ? (warps / unit_groups < rounds ? warps / unit_groups : rounds) : 1;
+}
 template <int I, int N>
 struct SampleDense {
   static constexpr std::size_t in_size = std::size_t(I), out_size = std::size_t(N);
@@ -171,13 +176,24 @@ struct SampleDense {
   static constexpr int G = 4;                         // units per warp at a time
   static constexpr int rounds = (I + 32 * V - 1) / (32 * V);  // loads per lane and unit
   static constexpr int R = rounds < 4 ? rounds : 4;            // of them in flight at once
+  // With fewer unit groups than warps, the warps of a group split its inputs (S ways) and add their
+  // partial sums through the scratch, in split order: a Dense<10> on 2,048 inputs keeps 15 warps busy
+  // instead of 3.
+  static constexpr int UG = (N + G - 1) / G;  // unit groups
+  static constexpr int max_splits = dense_input_splits(CTNN_NETWORK_KERNEL_THREADS / 32, UG, rounds);
+  static constexpr std::size_t scratch_floats = max_splits > 1 ? std::size_t(max_splits) * std::size_t(UG * G) : 0;
   template <int NT>
   __device__ static void run(const float* __restrict__ w, const float* __restrict__ b, const float*,
-                             const float* __restrict__ x, float* __restrict__ y, float*) {
-    const int lane = threadIdx.x % 32;
-    for (int o0 = threadIdx.x / 32 * G; o0 < N; o0 += NT / 32 * G) {  // uniform per warp: full warps shuffle
+                             const float* __restrict__ x, float* __restrict__ y, float* __restrict__ scratch) {
+    constexpr int S = dense_input_splits(NT / 32, UG, rounds), per = (rounds + S - 1) / S;
+    static_assert(S == 1 || std::size_t(S * UG * G) <= scratch_floats, "the partial sums fit the scratch");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    // Warp `warp`: unit groups from warp / S (stride NT/32/S), inputs of split warp % S.
+    const int split = S == 1 ? 0 : warp % S, k_first = split * per, k_end = min(k_first + per, rounds);
+    const bool active = S == 1 || warp < S * UG;
+    for (int o0 = warp / S * G; active && o0 < N; o0 += NT / 32 / S * G) {  // uniform per warp: full warps shuffle
       float acc[G] = {};
-      for (int k0 = 0; k0 < rounds; k0 += R) {
+      for (int k0 = k_first; k0 < k_end; k0 += R) {
         float wv[R][G][V];  // all of this chunk's loads first, then the FMAs
 #pragma unroll
         for (int k = 0; k < R; ++k) {
@@ -196,7 +212,7 @@ struct SampleDense {
 #pragma unroll
         for (int k = 0; k < R; ++k) {
           const int i = ((k0 + k) * 32 + lane) * V;
-          if (i >= I) continue;
+          if (i >= I || k0 + k >= k_end) continue;
 #pragma unroll
           for (int v = 0; v < V; ++v) {
             const float xv = x[i + v];
@@ -208,7 +224,18 @@ struct SampleDense {
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float sum = warp_sum(acc[g]);
-        if (lane == 0 && o0 + g < N) y[o0 + g] = sum + __ldg(b + o0 + g);
+        if (lane == 0 && o0 + g < N) {
+          if constexpr (S == 1) y[o0 + g] = sum + __ldg(b + o0 + g);
+          else scratch[split * (UG * G) + o0 + g] = sum;
+        }
+      }
+    }
+    if constexpr (S > 1) {
+      __syncthreads();  // every split's partial sums are in the scratch
+      for (int o = threadIdx.x; o < N; o += NT) {
+        float sum = scratch[o];
+        for (int sp = 1; sp < S; ++sp) sum += scratch[sp * (UG * G) + o];
+        y[o] = sum + __ldg(b + o);
       }
     }
   }
@@ -309,7 +336,21 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
   extern __shared__ float4 network_smem[];
   float* const buf = reinterpret_cast<float*>(network_smem);
   const std::size_t n = blockIdx.x;
-  for (int i = threadIdx.x; i < int(P::in_size); i += NT) buf[i] = __ldg(x + n * P::in_size + std::size_t(i));
+  // The sample's input: every load in flight before the first store (16-byte loads where aligned), so
+  // that a large input (a tail kernel's 8,192 floats) costs one memory latency, not one per stride.
+  constexpr int quads = int(P::in_size / 4), per_thread = (quads + NT - 1) / NT;
+  if (P::in_size % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0) {
+    const float4* xq = reinterpret_cast<const float4*>(x + n * P::in_size);
+    float4 v[per_thread > 0 ? per_thread : 1];
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j)
+      if (threadIdx.x + j * NT < quads) v[j] = __ldg(xq + threadIdx.x + j * NT);
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j)
+      if (threadIdx.x + j * NT < quads) reinterpret_cast<float4*>(buf)[threadIdx.x + j * NT] = v[j];
+  } else {
+    for (int i = threadIdx.x; i < int(P::in_size); i += NT) buf[i] = __ldg(x + n * P::in_size + std::size_t(i));
+  }
   __syncthreads();
   constexpr std::size_t A = P::buffer_floats;
   static_for<int(P::count)>([&](auto si) {
@@ -328,13 +369,18 @@ template <class... Steps>
 struct cuda_network_kernel {
   using plan = SamplePlan<Steps...>;
   static constexpr int threads = CTNN_NETWORK_KERNEL_THREADS;
-  // Two activations (and the scratch) must fit the shared memory a block has without opting in.
+  // Two activations (and the scratch) must fit the shared memory a block has without opting in (the
+  // whole network's kernel, measured so), or, opting in, 96 KB (a tail kernel: CudaNetwork::tail_first).
   static constexpr bool fits = plan::smem_bytes <= std::size_t(smem_limit_floats) * sizeof(float);
+  static constexpr bool fits_opt_in = plan::smem_bytes <= 96 * 1024;
   static constexpr int max_batch = CTNN_NETWORK_KERNEL_MAX_BATCH;
 
   static void forward(cudaStream_t stream, const float* params, const float* state, const float* x, float* y,
                       int batch) {
-    kernel_network_forward<threads, Steps...><<<unsigned(batch), threads, plan::smem_bytes, stream>>>(params, state, x, y);
+    static_assert(fits_opt_in, "two activations fit the shared memory");
+    constexpr auto kernel = kernel_network_forward<threads, Steps...>;
+    request_dynamic_smem<kernel, int(plan::smem_bytes)>();
+    kernel<<<unsigned(batch), threads, plan::smem_bytes, stream>>>(params, state, x, y);
     CTNN_CHECK_LAUNCH();
   }
 };

@@ -154,18 +154,64 @@ constexpr auto sample_op_of() {
 }
 template <class Net, std::size_t I>
 using sample_op_t = typename decltype(sample_op_of<Net, I>())::type;
-// The network kernel of Net (kernels::cuda_network_kernel), or void when a layer has no step.
-template <class Net, std::size_t... I>
+// The network kernel of Net's layers First + I... (kernels::cuda_network_kernel), or void when one of
+// them has no step. First = 0: the whole network.
+template <class Net, std::size_t First, std::size_t... I>
 constexpr auto network_kernel_of(std::index_sequence<I...>) {
   using plan = BufferPlan<Net>;
-  if constexpr ((!std::is_void_v<sample_op_t<Net, I>> && ...)) {
-    static_assert(((sample_op_t<Net, I>::out_size == Net::template bound_at<I>::out_size) && ...),
+  if constexpr ((!std::is_void_v<sample_op_t<Net, First + I>> && ...)) {
+    static_assert(((sample_op_t<Net, First + I>::out_size == Net::template bound_at<First + I>::out_size) && ...),
                   "a network kernel step disagrees with its layer's output size");
     return std::type_identity<kernels::cuda_network_kernel<
-        kernels::SampleStep<sample_op_t<Net, I>, plan::weight_offset[I], plan::bias_offset[I], plan::state_offset[I]>...>>{};
+        kernels::SampleStep<sample_op_t<Net, First + I>, plan::weight_offset[First + I], plan::bias_offset[First + I],
+                            plan::state_offset[First + I]>...>>{};
   } else {
     return std::type_identity<void>{};
   }
+}
+
+// The tail kernel's first layer (CudaNetwork::tail_first): the first t >= 1 whose suffix t .. L-1 has a
+// step for every layer, a Dense layer and no convolution (a block's convolution of one sample is the
+// network kernel's slow part), at most tail_max_weights parameters and two activations that fit a
+// block (opting in to 96 KB of shared memory), and whose input slot the groups before it write (t starts a fused group, or t follows the
+// convolution and activation that start a convolution group); L if none.
+inline constexpr std::size_t tail_max_weights = 32 * 1024;
+template <class Net, std::size_t t>
+constexpr bool tail_slot() {
+  constexpr FusedGroup grp = FusionPlan<Net>::groups[FusionPlan<Net>::group_of(t)];
+  if constexpr (t == grp.first) return true;
+  else if constexpr (grp.kind == GroupKind::conv && t == grp.first + 2 && grp.last >= grp.first + 1)
+    return is_activation_layer_v<typename Net::template layer_at<grp.first + 1>>;
+  else return false;
+}
+template <class Net, std::size_t t>
+constexpr bool tail_from() {
+  constexpr std::size_t L = Net::layer_count;
+  if constexpr (t == 0 || !tail_slot<Net, t>()) {
+    return false;
+  } else {
+    using K = typename decltype(network_kernel_of<Net, t>(std::make_index_sequence<L - t>{}))::type;
+    if constexpr (std::is_void_v<K>) {
+      return false;
+    } else {
+      using plan = BufferPlan<Net>;
+      std::size_t weights = 0;
+      for (std::size_t i = t; i < L; ++i) weights += plan::weight_count[i] + plan::bias_count[i];
+      const bool dense = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (is_dense_layer<typename Net::template layer_at<t + I>>::value || ...);
+      }(std::make_index_sequence<L - t>{});
+      const bool conv = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (is_conv_layer<typename Net::template layer_at<t + I>>::value || ...);
+      }(std::make_index_sequence<L - t>{});
+      return K::fits_opt_in && dense && !conv && weights <= tail_max_weights;
+    }
+  }
+}
+template <class Net, std::size_t t = 1>
+constexpr std::size_t tail_first_of() {
+  if constexpr (t >= Net::layer_count) return Net::layer_count;
+  else if constexpr (tail_from<Net, t>()) return t;
+  else return tail_first_of<Net, t + 1>();
 }
 }  // namespace detail
 
@@ -216,7 +262,7 @@ class CudaNetwork {
   // The network kernel (kernels/network_forward.cuh): the whole forward in one launch, a block per
   // sample, for a network whose every layer has a step there, whose two largest activations fit a
   // block's shared memory (48 KB) and whose sample is small work for one multiprocessor.
-  using network_kernel = typename decltype(detail::network_kernel_of<Net>(std::make_index_sequence<L>{}))::type;
+  using network_kernel = typename decltype(detail::network_kernel_of<Net, 0>(std::make_index_sequence<L>{}))::type;
   // The work of a sample one block does faster than the fused groups at batch 1: measured at
   // LeNet-5's 0.83 MFLOP (a few microseconds faster; docs/fusion.md); a block's time grows with it,
   // the groups' (more blocks as the layers grow) far less.
@@ -229,6 +275,28 @@ class CudaNetwork {
   static constexpr bool runs_network_kernel(int batch, Mode mode = Mode::eval) {
     if constexpr (!has_network_kernel) return false;
     else return mode == Mode::eval && batch <= network_kernel::max_batch;
+  }
+
+  // The tail kernel: the network kernel's steps for the layers from tail_first (detail::tail_first_of)
+  // to the end only, a block per sample, after the groups before them. It replaces the small kernels of
+  // a head of pooling, Dense and Softmax (the strided CIFAR network's pooling, cuBLAS's split-K product,
+  // its sum and the softmax: 23 µs at batch 256 on an H100; docs/fusion.md) with one launch. Each block
+  // reads all the tail's parameters: at most tail_max_weights.
+  static constexpr std::size_t tail_max_weights = detail::tail_max_weights;
+  static constexpr std::size_t tail_first = detail::tail_first_of<Net>();
+  using tail_kernel = typename decltype([] {
+    if constexpr (tail_first < L) return detail::network_kernel_of<Net, tail_first>(std::make_index_sequence<L - tail_first>{});
+    else return std::type_identity<void>{};
+  }())::type;
+  static constexpr bool has_tail_kernel = tail_first < L && !has_network_kernel;
+  static constexpr std::size_t tail_group = has_tail_kernel ? fusion::group_of(tail_first) : 0;
+  // Whether forward_fused runs the tail kernel: evaluation at a batch up to its max_batch, where the
+  // groups before it write its input.
+  static constexpr bool runs_tail_kernel(int batch, Mode mode = Mode::eval) {
+    if constexpr (!has_tail_kernel) return false;
+    else
+      return mode == Mode::eval && batch <= tail_kernel::max_batch &&
+             (tail_first == fusion::groups[tail_group].first || !runs_fused<tail_group>(batch, true));
   }
 
  private:
@@ -361,7 +429,19 @@ class CudaNetwork {
   void forward_fused(int batch, Mode mode = Mode::eval) {
     if constexpr (has_network_kernel)
       if (runs_network_kernel(batch, mode)) return forward_network_kernel(batch);
+    if constexpr (has_tail_kernel)
+      if (runs_tail_kernel(batch, mode)) return forward_tail(batch);
     forward_groups(batch, mode);
+  }
+  // The groups before tail_first, then the tail kernel (evaluation mode): writes output(), the groups'
+  // outputs before the tail and its input slot. Enqueue only.
+  void forward_tail(int batch) {
+    static_assert(has_tail_kernel, "ctnn: this network has no tail kernel (see tail_first)");
+    check_batch(batch);
+    kernels::static_for<int(tail_group)>([&](auto g) { group_forward<decltype(g)::value>(batch, Mode::eval, true); });
+    constexpr FusedGroup grp = fusion::groups[tail_group];
+    if constexpr (tail_first > grp.first) conv_act_forward<grp.first>(batch);  // writes activation(tail_first)
+    tail_kernel::forward(ctx_.stream, params(), state(), activation(tail_first), output(), batch);
   }
   // The fused plan (network/fusion.hpp) through every layer: writes output() and each fused group's
   // output slot (a dense chain: all its slots, except a Dense's own when ReLU follows it and the chain
