@@ -202,7 +202,7 @@ template <class G, class Fn>
 void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                                   int batch) {
   if constexpr (conv_winograd_fits<G>())
-    if (conv_winograd_wins<G>(batch) && conv_winograd_aligned<G>(w, x, y))
+    if (conv_winograd_wins<G>(batch) && conv_patch_aligned(w, x, y))
       return launch_conv_winograd<G, Fn>(stream, w, b, x, y, batch);
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);

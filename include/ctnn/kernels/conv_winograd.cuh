@@ -29,6 +29,7 @@
 #include "../layers/activation.hpp"
 #include "conv_gemm.cuh"
 #include "conv_mma.cuh"
+#include "conv_patch.cuh"
 #include "launch.cuh"
 
 namespace ctnn::kernels {
@@ -240,9 +241,10 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
 
 // The FP32 rule takes this kernel for the implicit-GEMM family's layers it fits (>= 16 input channels)
 // when the launch has at least 128 blocks (one wave of an H100 at one block per SM): below that the
-// staged-patch kernel was as fast or faster (64->64 @16: B = 16, 32 blocks, 25.6 against 23.6 µs; B = 64,
-// 128 blocks, 23.6 against 38.4; docs/conv_kernels.md). The RGB stem (3 channels, 5 of every 8 staged
-// channels zeros) stays direct: 40.6 against 33.0 µs at B = 256.
+// staged-patch kernel was as fast or faster (H100, docs/conv_kernels.md: 64->64 @16 at B = 16, 32 blocks,
+// 23.1 against 23.6 µs; 20->32 @16 at B = 7, 12.7 against 11.2; at B = 64, 128 blocks, 23.5 against
+// 38.4). The RGB stem (3 channels: 5 of every 8 staged channels zeros) stays direct: 40.4 against 33.0
+// µs at B = 256.
 template <class G>
 constexpr bool conv_winograd_fits() {
   return ConvWinograd<G>::fits && G::C >= 16;
@@ -252,18 +254,13 @@ bool conv_winograd_wins(int batch) {
   return (long long)batch * ConvWinograd<G>::row_blocks * (G::Out / ConvWinograd<G>::KB) >= 128;
 }
 
-template <class G>
-inline bool conv_winograd_aligned(const float* w, const float* x, const float* y) {
-  return (reinterpret_cast<std::uintptr_t>(w) | reinterpret_cast<std::uintptr_t>(x) |
-          reinterpret_cast<std::uintptr_t>(y)) % 16 == 0;
-}
-
 template <class G, class Fn = identity_fn>
 void launch_conv_winograd(cudaStream_t stream, const float* w, const float* b, const float* x, float* y, int batch) {
   using T = ConvWinograd<G>;
   static_assert(T::fits, "ctnn: the Winograd kernel runs 3x3 stride-1 padding-1 layers (see ConvWinograd)");
-  if (!conv_winograd_aligned<G>(w, x, y))
-    throw std::invalid_argument("ctnn: Conv (Winograd kernel): weights, input and output must be 16-byte aligned");
+  if (!conv_patch_aligned(w, x, y))  // 16-byte copies of w and x, 8-byte stores of y
+    throw std::invalid_argument(
+        "ctnn: Conv (Winograd kernel): weights and input must be 16-byte aligned, the output 8-byte aligned");
   if (batch <= 0) return;
   constexpr auto kernel = kernel_conv_winograd<G, Fn>;
   request_dynamic_smem<kernel, T::smem_bytes>();

@@ -173,8 +173,9 @@ constexpr auto network_kernel_of(std::index_sequence<I...>) {
 // The tail kernel's first layer (CudaNetwork::tail_first): the first t >= 1 whose suffix t .. L-1 has a
 // step for every layer, a Dense layer and no convolution (a block's convolution of one sample is the
 // network kernel's slow part), at most tail_max_weights parameters and two activations that fit a
-// block (opting in to 96 KB of shared memory), and whose input slot the groups before it write (t starts a fused group, or t follows the
-// convolution and activation that start a convolution group); L if none.
+// block (opting in to 96 KB of shared memory), and whose input slot the groups before it write: t
+// starts a fused group, or t follows the convolution and activation that start a convolution group
+// (tail_slot); L if none.
 inline constexpr std::size_t tail_max_weights = 32 * 1024;
 template <class Net, std::size_t t>
 constexpr bool tail_slot() {
@@ -285,7 +286,8 @@ class CudaNetwork {
   static constexpr std::size_t tail_max_weights = detail::tail_max_weights;
   static constexpr std::size_t tail_first = detail::tail_first_of<Net>();
   using tail_kernel = typename decltype([] {
-    if constexpr (tail_first < L) return detail::network_kernel_of<Net, tail_first>(std::make_index_sequence<L - tail_first>{});
+    if constexpr (tail_first < L)
+      return detail::network_kernel_of<Net, tail_first>(std::make_index_sequence<L - tail_first>{});
     else return std::type_identity<void>{};
   }())::type;
   static constexpr bool has_tail_kernel = tail_first < L && !has_network_kernel;
