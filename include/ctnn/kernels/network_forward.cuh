@@ -160,14 +160,15 @@ struct SampleMap {
   }
 };
 
-// A warp computes G units at once: every lane loads its share of G weight rows (16-byte loads where
-// the rows allow: I a multiple of 4, rows starting 16-byte aligned as the arena plan places them)
-// before the first FMA, so that a warp has G·I/32 loads in flight, not a few. At batch 1 the weights
-// come from L2 and the latency of those loads, not arithmetic, is the layer's time.
 // The ways SampleDense splits a unit group's inputs: the warps each group gets, at most one per load round.
 constexpr int dense_input_splits(int warps, int unit_groups, int rounds) {
   return warps > unit_groups ? (warps / unit_groups < rounds ? warps / unit_groups : rounds) : 1;
 }
+
+// A warp computes G units at once: every lane loads its share of G weight rows (16-byte loads where
+// the rows allow: I a multiple of 4, rows starting 16-byte aligned as the arena plan places them)
+// before the first FMA, so that a warp has G·I/32 loads in flight, not a few. At batch 1 the weights
+// come from L2 and the latency of those loads, not arithmetic, is the layer's time.
 template <int I, int N>
 struct SampleDense {
   static constexpr std::size_t in_size = std::size_t(I), out_size = std::size_t(N);

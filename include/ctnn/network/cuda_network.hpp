@@ -181,7 +181,7 @@ template <class Net, std::size_t t>
 constexpr bool tail_slot() {
   constexpr FusedGroup grp = FusionPlan<Net>::groups[FusionPlan<Net>::group_of(t)];
   if constexpr (t == grp.first) return true;
-  else if constexpr (grp.kind == GroupKind::conv && t == grp.first + 2 && grp.last >= grp.first + 1)
+  else if constexpr (grp.kind == GroupKind::conv && t == grp.first + 2)  // (t in the group: first + 1 too)
     return is_activation_layer_v<typename Net::template layer_at<grp.first + 1>>;
   else return false;
 }
@@ -282,8 +282,7 @@ class CudaNetwork {
   // to the end only, a block per sample, after the groups before them. It replaces the small kernels of
   // a head of pooling, Dense and Softmax (the strided CIFAR network's pooling, cuBLAS's split-K product,
   // its sum and the softmax: 23 µs at batch 256 on an H100; docs/fusion.md) with one launch. Each block
-  // reads all the tail's parameters: at most tail_max_weights.
-  static constexpr std::size_t tail_max_weights = detail::tail_max_weights;
+  // reads all the tail's parameters: at most detail::tail_max_weights.
   static constexpr std::size_t tail_first = detail::tail_first_of<Net>();
   using tail_kernel = typename decltype([] {
     if constexpr (tail_first < L)
