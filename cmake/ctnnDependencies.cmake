@@ -39,9 +39,14 @@ endif()
 ctnn_require(Boost libboost-dev 1.70 CONFIG)   # Boost.Hana (header-only)
 ctnn_require(ZLIB zlib1g-dev)                  # gzip-compressed IDX files
 
-include(${CMAKE_CURRENT_LIST_DIR}/ctnnStb.cmake)  # stb_image (no CMake package): the target ctnn::stb
-if(NOT CTNN_STB_FOUND)
-  message(FATAL_ERROR "ctnn: stb (stb/stb_image.h) was not found. On Debian/Ubuntu install it with:\n"
-                      "  sudo apt-get install libstb-dev\n"
-                      "or run scripts/install_deps.sh, which installs everything ctnn needs.")
+# stb_image_write makes the images of ctnn's own tests and examples (the lenet5 example's --report);
+# ctnn::ctnn does not need stb.
+if(CTNN_BUILD_TESTS OR CTNN_BUILD_EXAMPLES)
+  include(${CMAKE_CURRENT_LIST_DIR}/ctnnStb.cmake)  # stb (no CMake package): the target ctnn::stb
+  if(NOT CTNN_STB_FOUND)
+    message(FATAL_ERROR "ctnn: stb (stb/stb_image_write.h) was not found; ctnn's tests and examples "
+                        "need it. On Debian/Ubuntu install it with:\n"
+                        "  sudo apt-get install libstb-dev\n"
+                        "or run scripts/install_deps.sh, which installs everything ctnn needs.")
+  endif()
 endif()

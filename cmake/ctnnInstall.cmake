@@ -29,7 +29,7 @@ configure_package_config_file(cmake/ctnnConfig.cmake.in
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ctnnConfigVersion.cmake
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ctnnConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/ctnnConfigVersion.cmake
-              cmake/ctnnStb.cmake cmake/ctnnCudaArchitectures.cmake
+              cmake/ctnnCudaArchitectures.cmake
         DESTINATION ${_ctnn_cmake_dir})
 
 # --- pkg-config. The flags of the dependencies come from the imported targets ctnn links (so a

@@ -1,5 +1,4 @@
 // jpeg decoding (limits at their defaults), then MNIST's preprocessing of whatever decoded.
-#define CTNN_STB_IMPLEMENTATION
 #include <ctnn/io/image.hpp>
 
 #include "fuzz_common.hpp"

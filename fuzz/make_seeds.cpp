@@ -141,5 +141,9 @@ int main(int argc, char** argv) {
   put("jpeg", "gray.jpg", jpg(16, 8, 1, 90));
   put("jpeg", "rgb.jpg", jpg(24, 16, 3, 50));
   put("jpeg", "rgb_q100.jpg", jpg(9, 9, 3, 100));
+  // Four more JPEG seeds come from libjpeg-turbo's cjpeg (Debian: libjpeg-turbo-progs), which writes
+  // what stb_image_write cannot, from 16x16 (33x17) PGM/PPM noise: gray_restart.jpg
+  // (cjpeg -restart 1B), two_scans_restart.jpg (-scans with "0,1;" and "2;", -restart 2B),
+  // sampling_4x1.jpg (-sample 4x1), rgb_coded.jpg (-rgb).
   return 0;
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds ctnn's libFuzzer harnesses (fuzz/fuzz_*.cpp) with clang++ and AddressSanitizer +
 # UndefinedBehaviorSanitizer, then runs each for SECONDS (default 10) on its seed corpus
-# (fuzz/corpus/<target>, never modified: new inputs go to the build directory). Every file parser
-# must answer any input with a value or a ctnn::io_error within the time (10 s per input) and
-# memory (2 GiB) limits. Exits 1 if any target finds a crash, a sanitizer report, a timeout or an
-# out-of-memory, and names the saved input; add it as a regression test.
+# (fuzz/corpus/<target>, plus fuzz/regressions/<target> where it exists; never modified: new inputs
+# go to the build directory). Every file parser must answer any input with a value or a
+# ctnn::io_error within the time (10 s per input) and memory (2 GiB) limits. Exits 1 if any target
+# finds a crash, a sanitizer report, a timeout or an out-of-memory, and names the saved input; add it
+# to fuzz/regressions/<target>, where a host test checks that it is refused.
 #
 # Usage: scripts/fuzz.sh [SECONDS-PER-TARGET] [TARGET...]      targets: the fuzz/fuzz_<target>.cpp names
 # Environment: CTNN_FUZZ_BUILD (default <repo>/build-fuzz), CXX_FUZZ (default clang++, else clang++-14),
@@ -49,12 +50,15 @@ done
 run_one() {
   local t=$1 work=$build/run/$1
   mkdir -p "$work/corpus" "$work/crashes"
+  # Past findings (fuzz/regressions/<target>, answered with an io_error) seed the run as well.
+  local seeds=("$root/fuzz/corpus/$t")
+  [[ -d $root/fuzz/regressions/$t ]] && seeds+=("$root/fuzz/regressions/$t")
   # ASan's default for allocations it cannot satisfy is to report them: keep it, so a size taken from
   # a file that is not checked first shows up as a finding.
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$build/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="$work/crashes/" \
-      "$work/corpus" "$root/fuzz/corpus/$t" >"$work/log" 2>&1
+      "$work/corpus" "${seeds[@]}" >"$work/log" 2>&1
 }
 
 status=0

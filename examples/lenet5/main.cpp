@@ -33,8 +33,6 @@
 #include <thread>
 #include <vector>
 
-// This translation unit compiles stb_image's implementation (see ctnn/io/image.hpp).
-#define CTNN_STB_IMPLEMENTATION
 #include "ctnn/io/image.hpp"
 
 #include "backend.hpp"

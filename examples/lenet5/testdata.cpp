@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#define CTNN_STB_IMPLEMENTATION
 #include "ctnn/io/image.hpp"
 
 #include "ctnn/ctnn.hpp"

@@ -13,9 +13,7 @@
 #include <vector>
 
 
-// This TU compiles stb_image's implementation for the whole test executable (see io/image.hpp) and
-// stb_image_write's, privately, to make test files.
-#define CTNN_STB_IMPLEMENTATION
+// stb_image_write makes the test files (compiled privately here).
 #include <ctnn/io/image.hpp>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC

@@ -6,7 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <ctnn/io/image.hpp>  // stb_image's implementation is compiled in test_image.cpp
+#include <ctnn/io/image.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,12 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC
 #include <stb/stb_image_write.h>
+// stb_image's JPEG decoder, private to this file, as the reference ctnn's own decoder is checked against.
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#define STBI_ONLY_JPEG
+#define STBI_NO_STDIO
+#include <stb/stb_image.h>
 
 namespace {
 
@@ -360,6 +370,101 @@ TEST_CASE("JPEG: baseline decodes, truncated, bad tables, progressive and huge a
   ImageLimits small;
   small.pixels = 1000;
   CHECK_THAT(error_of(jpg, small), Catch::Contains("image is 48x32, more than the 1000-pixel limit"));
+}
+
+namespace {
+
+Bytes jpeg_of(int w, int h, int comp, int quality, std::uint32_t seed) {
+  // A smooth gradient with noise: blocks with both low and high frequencies.
+  std::vector<std::uint32_t> noise = samples(std::size_t(w * h * comp), 60, seed);
+  Bytes pixels(noise.size());
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < comp; ++c) {
+        const std::size_t i = std::size_t((y * w + x) * comp + c);
+        pixels[i] = std::uint8_t((3 * x + 5 * y + 70 * c) % 196 + noise[i]);
+      }
+  Bytes out;
+  stbi_write_jpg_to_func(
+      [](void* ctx, void* data, int n) {
+        auto* o = static_cast<Bytes*>(ctx);
+        o->insert(o->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
+      },
+      &out, w, h, comp, pixels.data(), quality);
+  return out;
+}
+
+// The largest difference between ctnn's gray image and stb_image's (its luma-only decode).
+int difference_from_stb(const Bytes& jpg, const std::string& name) {
+  int w = 0, h = 0, channels = 0;
+  const std::unique_ptr<stbi_uc, void (*)(void*)> ref(
+      stbi_load_from_memory(jpg.data(), int(jpg.size()), &w, &h, &channels, 1), stbi_image_free);
+  REQUIRE(ref);
+  const GrayImage g = ctnn::io::decode_jpeg(jpg, name);
+  REQUIRE(g.width == w);
+  REQUIRE(g.height == h);
+  int worst = 0;
+  for (std::size_t i = 0; i < g.pixels.size(); ++i) worst = std::max(worst, std::abs(int(g.pixels[i]) - ref.get()[i]));
+  return worst;
+}
+
+const std::filesystem::path jpeg_corpus =
+    std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "fuzz" / "corpus" / "jpeg";
+
+Bytes slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in);
+  return Bytes(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("JPEG: ctnn's decoder agrees with stb_image", "[image][jpeg]") {
+  // stb_image_write: gray, and YCbCr 4:2:0 (quality <= 90) or 4:4:4; sizes that end mid-block and
+  // mid-MCU. Both decoders output the luma component; their IDCTs round differently, by at most 1.
+  std::uint32_t seed = 1;
+  for (const auto& [w, h] : {std::pair{1, 1}, {7, 9}, {16, 16}, {33, 17}, {100, 75}})
+    for (const int comp : {1, 3})
+      for (const int quality : {10, 50, 90, 100}) {
+        INFO(w << "x" << h << ", " << comp << " components, quality " << quality);
+        CHECK(difference_from_stb(jpeg_of(w, h, comp, quality, ++seed), "j") <= 1);
+      }
+  // Files from libjpeg's cjpeg (fuzz/corpus/jpeg): restart markers after every block, two scans
+  // (Y with Cb, then Cr) with restart markers, 4x1 sampling, RGB coding (ids 'R' 'G' 'B'), whose
+  // gray is ctnn's BT.601 luma against stb's 8-bit approximation of it (within 2).
+  CHECK(difference_from_stb(slurp(jpeg_corpus / "gray_restart.jpg"), "restart") <= 1);
+  CHECK(difference_from_stb(slurp(jpeg_corpus / "two_scans_restart.jpg"), "two scans") <= 1);
+  CHECK(difference_from_stb(slurp(jpeg_corpus / "sampling_4x1.jpg"), "4x1") <= 1);
+  CHECK(difference_from_stb(slurp(jpeg_corpus / "rgb_coded.jpg"), "rgb") <= 2);
+}
+
+TEST_CASE("JPEG: corrupt image data is refused where it goes wrong", "[image][jpeg]") {
+  const Bytes restart = slurp(jpeg_corpus / "gray_restart.jpg");  // 16x16 gray, a restart every block
+  auto find = [](const Bytes& b, std::uint8_t marker) {
+    for (std::size_t i = 2; i + 1 < b.size(); ++i)
+      if (b[i] == 0xff && b[i + 1] == marker) return i;
+    FAIL("no marker");
+    return std::size_t{0};
+  };
+  REQUIRE_NOTHROW(ctnn::io::decode_jpeg(restart, "j"));
+  // A restart marker out of sequence, or missing.
+  Bytes b = restart;
+  b[find(b, 0xd1) + 1] = 0xd5;
+  CHECK_THAT(error_of(b), Catch::Contains("scan 1: expected restart marker FF D1"));
+  b = restart;
+  const std::size_t rst1 = find(b, 0xd1);
+  b.erase(b.begin() + std::ptrdiff_t(rst1), b.begin() + std::ptrdiff_t(rst1 + 2));
+  CHECK_THAT(error_of(b), Catch::Contains("scan 1: expected restart marker FF D1"));
+  // Image data cut short, then EOI: the scan runs out of bits in the middle of a block.
+  const Bytes whole = jpeg_of(48, 32, 1, 90, 7);
+  const std::size_t sos = find(whole, 0xda), data = sos + 2 + std::size_t(whole[sos + 2] << 8 | whole[sos + 3]);
+  for (const std::size_t keep : {std::size_t{1}, std::size_t{20}, (whole.size() - data) / 2}) {
+    b = Bytes(whole.begin(), whole.begin() + std::ptrdiff_t(data + keep));
+    b.push_back(0xff), b.push_back(0xd9);
+    INFO("image data cut to " << keep << " bytes");
+    CHECK_THAT(error_of(b), Catch::Contains("x.img: JPEG: at byte offset") &&
+                                Catch::Contains(": scan 1: the image data ends in the middle of a block"));
+  }
 }
 
 TEST_CASE("image: formats ctnn does not read are named, limits apply to every format", "[image]") {

@@ -9,16 +9,8 @@
 // Images come from outside, so every decoder is strict and bounded (ImageLimits: 32 MiB files,
 // 16 Mi pixels, sides up to 16384, all caller-configurable; docs/limits.md). A truncated, corrupt or
 // unsupported file is an io_error naming the file, the format, the byte offset and what was
-// expected. PNG (png.hpp: ctnn's own parser, zlib inflates), BMP (bmp.hpp) and PNM (pnm.hpp) are
-// decoded by ctnn; JPEG (jpeg.hpp) is validated completely by ctnn and then decoded by stb_image,
-// baseline only.
-//
-// stb_image's implementation (JPEG only) must be compiled in exactly one translation unit of the
-// program: write
-//     #define CTNN_STB_IMPLEMENTATION
-//     #include <ctnn/io/image.hpp>
-// in one .cpp/.cu file, and include the header plainly everywhere else. (A program that already
-// compiles stb_image's implementation itself just leaves the macro out.)
+// expected. Every decoder is ctnn's own: PNG (png.hpp, zlib inflates), JPEG (jpeg.hpp, baseline),
+// BMP (bmp.hpp) and PNM (pnm.hpp).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -30,19 +22,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#if defined(CTNN_STB_IMPLEMENTATION) && !defined(CTNN_STB_IMPLEMENTATION_DONE)
-#define CTNN_STB_IMPLEMENTATION_DONE
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_JPEG
-#define STBI_NO_STDIO
-#define STBI_NO_LINEAR
-#define STBI_MAX_DIMENSIONS 65536
-#include <stb/stb_image.h>
-#undef STB_IMAGE_IMPLEMENTATION  // stb's implementation part has no include guard
-#else
-#include <stb/stb_image.h>
-#endif
 
 #include "../core/error.hpp"
 #include "../core/normalize.hpp"

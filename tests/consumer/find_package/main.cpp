@@ -1,8 +1,7 @@
 // A program that uses an installed ctnn the way an application would: it declares LeNet-5, prints its
 // parameter count and model card, and reads files through ctnn's loaders, so that the link needs
-// zlib (a gzip IDX file) and stb (a PGM image) exactly as the installed package describes them.
+// zlib (a gzip IDX file) exactly as the installed package describes it, and decodes an image.
 // Built by the find_package consumer (CMake) and the pkg_config consumer (pkg-config flags).
-#define CTNN_STB_IMPLEMENTATION  // this is the one TU that compiles stb_image's decoder
 #include <ctnn/ctnn.hpp>
 #include <ctnn/io/idx.hpp>
 #include <ctnn/io/image.hpp>
@@ -42,7 +41,7 @@ int main(int argc, char** argv) {
   for (unsigned l : labels.labels) std::cout << " " << l;
   std::cout << "\n";
 
-  // A 3x2 binary PGM, decoded by stb_image.
+  // A 3x2 binary PGM.
   const std::string image_path = dir + "/image.pgm";
   if (std::FILE* f = std::fopen(image_path.c_str(), "wb")) {
     std::fputs("P5 3 2 255\n", f);
