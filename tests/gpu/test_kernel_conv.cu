@@ -138,6 +138,14 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                                                                                    d_y.ptr, batch); },
                                 d_y, y_ref, "forward direct");
       t(same_bits(y_direct, y_wide, label(batch, "forward direct = GEMM")));
+      // Into an output 4 bytes past a 16-byte boundary (rows of pixels then go one store a pixel).
+      DeviceBuffer<float> d_y_off(ny + 1);
+      d_y_off.poison();
+      Dev::template forward_with<ConvAlgo::direct>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y_off.ptr + 1, batch);
+      stream.sync();
+      const std::vector<float> off = d_y_off.download();
+      t(same_bits(std::vector<float>(off.begin() + 1, off.end()), y_direct,
+                  label(batch, "forward direct, output not 16-byte aligned")));
     }
     run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref, "forward (rule), again");
     t(same_bits(d_y.download(), y_rule, label(batch, "forward (rule), second run")));
@@ -359,6 +367,11 @@ int main() {
     test_conv<Conv<5, 3, Dilation<2>, Pad<1>>, Shape<3, 11, 17>>(t, "dilated non-square", {1, 37, 64}, 14);
     // C = 3, K = 5, stride 2 (an RGB stem).
     test_conv<Conv<12, 5, Stride<2>, Pad<2>>, Shape<3, 32, 32>>(t, "RGB stem", {1, 37, 64}, 15);
+    // The direct forward's rows of 4 pixels × 8 channels a thread (ConvDirect::rx): stride 2, and a
+    // dilated two-channel layer.
+    test_conv<Conv<16, 5, Stride<2>, Pad<2>>, Shape<3, 32, 32>>(t, "RGB stem, 16 channels, stride 2", {1, 37, 64}, 25);
+    test_conv<Conv<8, 3, Dilation<2>, Pad<2>>, Shape<2, 12, 20>>(t, "dilated, two channels, 4-pixel rows", {1, 37, 64},
+                                                                 26);
     // Even kernel, stride 3 with dilation 2 on a non-square input.
     test_conv<Conv<7, 4, Stride<3>, Dilation<2>, Pad<3>>, Shape<2, 20, 23>>(t, "even kernel stride 3", {1, 37, 64}, 16);
     // Wide: two forward BM tiles, several weight-gradient tiles.
