@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,11 +36,24 @@ inline constexpr std::uint8_t zigzag[64] = {
     30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
 
 // A Huffman table as canonical codes (ITU T.81 F.2.2.3): per code length, the first and last code
-// (last −1: no code of that length) and the index of the first code's value.
+// (last −1: no code of that length) and the index of the first code's value; and for the codes of
+// up to fast_bits bits, the length and value found directly from the next fast_bits bits.
 struct Huffman {
+  static constexpr int fast_bits = 9;
   bool defined = false;
   std::int32_t first_code[17] = {}, last_code[17] = {}, first_index[17] = {};
   std::uint8_t values[256] = {};
+  std::uint16_t fast[1 << fast_bits] = {};  // length << 8 | value; 0: a longer code (or none)
+
+  void build_fast() {
+    std::fill(std::begin(fast), std::end(fast), std::uint16_t{0});
+    for (int length = 1; length <= fast_bits; ++length)
+      for (std::int32_t code = first_code[length]; code <= last_code[length]; ++code) {
+        const int shift = fast_bits - length, value = values[first_index[length] + code - first_code[length]];
+        for (int tail = 0; tail < 1 << shift; ++tail)
+          fast[(code << shift) | tail] = std::uint16_t(length << 8 | value);
+      }
+  }
 };
 
 struct Component {
@@ -126,7 +140,11 @@ class ScanBits {
 
 inline int decode_huffman(ScanBits& bits, const Huffman& table, const char* kind) {
   const std::uint32_t next16 = bits.peek16();
-  for (int length = 1; length <= 16; ++length) {
+  if (const int hit = table.fast[next16 >> (16 - Huffman::fast_bits)]) {
+    bits.consume(hit >> 8);
+    return hit & 255;
+  }
+  for (int length = Huffman::fast_bits + 1; length <= 16; ++length) {
     const std::int32_t code = std::int32_t(next16 >> (16 - length));
     if (code <= table.last_code[length]) {
       const std::int32_t index = table.first_index[length] + code - table.first_code[length];
@@ -142,10 +160,12 @@ inline int decode_huffman(ScanBits& bits, const Huffman& table, const char* kind
 // A coefficient's value from its size category and `size` extra bits (T.81 F.2.2.1).
 inline int extend(int v, int size) { return size && v < (1 << (size - 1)) ? v - (1 << size) + 1 : v; }
 
-// Decodes one 8×8 block into dequantised coefficients in natural order.
-inline void decode_block(ScanBits& bits, const Huffman& dc, const Huffman& ac, const std::uint16_t* quant,
-                         int& prediction, std::int32_t* coef) {
+// Decodes one 8×8 block into dequantised coefficients in natural order; returns 1 + the last row (high
+// nibble) and 1 + the last column (low) that hold a coefficient, so that the IDCT skips the rest.
+inline int decode_block(ScanBits& bits, const Huffman& dc, const Huffman& ac, const std::uint16_t* quant,
+                        int& prediction, std::int32_t* coef) {
   std::fill(coef, coef + 64, 0);
+  int rows = 1, cols = 1;
   const int dc_size = decode_huffman(bits, dc, "DC");
   if (dc_size > 11) bits.fail("DC difference of " + std::to_string(dc_size) + " bits; at most 11");
   prediction += extend(bits.receive(dc_size), dc_size);
@@ -164,13 +184,19 @@ inline void decode_block(ScanBits& bits, const Huffman& dc, const Huffman& ac, c
     k += run;
     if (k > 63) bits.fail("AC coefficients run past the block's 64");
     if (size > 10) bits.fail("AC coefficient of " + std::to_string(size) + " bits; at most 10");
-    coef[zigzag[k]] = extend(bits.receive(size), size) * quant[k];
+    const int at = zigzag[k];
+    coef[at] = extend(bits.receive(size), size) * quant[k];
+    rows = std::max(rows, at / 8 + 1), cols = std::max(cols, at % 8 + 1);
     ++k;
   }
+  return rows << 4 | cols;
 }
 
-// The inverse DCT of one block (separable, in float), level-shifted and clamped to 0..255.
-inline void idct_block(const std::int32_t* coef, std::uint8_t* out, std::size_t stride) {
+// The inverse DCT of one block (separable, in float), level-shifted and clamped to 0..255. Only the
+// first `rows` rows and `cols` columns of coefficients can be nonzero (decode_block's extent): the
+// sums skip the zeros, which changes no bit of the result.
+inline void idct_block(const std::int32_t* coef, int extent, std::uint8_t* out, std::size_t stride) {
+  const int rows = extent >> 4, cols = extent & 15;
   static const std::array<float, 64> basis = [] {  // basis[u*8 + x] = C(u)/2 · cos((2x+1)uπ/16)
     std::array<float, 64> b{};
     for (int u = 0; u < 8; ++u)
@@ -179,19 +205,23 @@ inline void idct_block(const std::int32_t* coef, std::uint8_t* out, std::size_t 
             float((u == 0 ? std::sqrt(0.5) : 1.0) * std::cos((2 * x + 1) * u * 3.14159265358979323846 / 16) / 2);
     return b;
   }();
-  float rows[64];
-  for (int v = 0; v < 8; ++v)
-    for (int x = 0; x < 8; ++x) {
-      float s = 0;
-      for (int u = 0; u < 8; ++u) s += float(coef[v * 8 + u]) * basis[std::size_t(u * 8 + x)];
-      rows[v * 8 + x] = s;
+  // The innermost loops run over x, eight independent sums (vectorised), each in u (then v) order.
+  float row_sums[64] = {};
+  for (int v = 0; v < rows; ++v)
+    for (int u = 0; u < cols; ++u) {
+      const float c = float(coef[v * 8 + u]);
+      for (int x = 0; x < 8; ++x) row_sums[v * 8 + x] += c * basis[std::size_t(u * 8 + x)];
+    }
+  float sums[64];
+  std::fill(sums, sums + 64, 128.5f);  // the level shift, and +0.5 so the truncation below rounds
+  for (int v = 0; v < rows; ++v)
+    for (int y = 0; y < 8; ++y) {
+      const float b = basis[std::size_t(v * 8 + y)];
+      for (int x = 0; x < 8; ++x) sums[y * 8 + x] += row_sums[v * 8 + x] * b;
     }
   for (int y = 0; y < 8; ++y)
-    for (int x = 0; x < 8; ++x) {
-      float s = 128.5f;  // the level shift, and +0.5 so the truncation below rounds
-      for (int v = 0; v < 8; ++v) s += rows[v * 8 + x] * basis[std::size_t(v * 8 + y)];
-      out[std::size_t(y) * stride + std::size_t(x)] = std::uint8_t(std::clamp(s, 0.0f, 255.0f));
-    }
+    for (int x = 0; x < 8; ++x)
+      out[std::size_t(y) * stride + std::size_t(x)] = std::uint8_t(std::clamp(sums[y * 8 + x], 0.0f, 255.0f));
 }
 
 struct ScanComponent {
@@ -221,12 +251,13 @@ inline void decode_scan(const ImageBytes& in, const Frame& f, std::span<ScanComp
       const int bh = interleaved ? c.h : 1, bv = interleaved ? c.v : 1;
       for (int by = 0; by < bv; ++by)
         for (int bx = 0; bx < bh; ++bx) {
-          decode_block(bits, *sc.dc, *sc.ac, sc.quant, c.dc_prediction, coef);
+          const int extent = decode_block(bits, *sc.dc, *sc.ac, sc.quant, c.dc_prediction, coef);
           if (c.plane.empty()) continue;  // a component the gray image does not use: checked only
           const std::int64_t block_x = interleaved ? m % f.mcus_x * c.h + bx : m % single_x;
           const std::int64_t block_y = interleaved ? m / f.mcus_x * c.v + by : m / single_x;
           const std::size_t stride = std::size_t(c.blocks_x) * 8;
-          idct_block(coef, c.plane.data() + std::size_t(block_y) * 8 * stride + std::size_t(block_x) * 8, stride);
+          idct_block(coef, extent, c.plane.data() + std::size_t(block_y) * 8 * stride + std::size_t(block_x) * 8,
+                     stride);
         }
     }
   }
@@ -235,17 +266,30 @@ inline void decode_scan(const ImageBytes& in, const Frame& f, std::span<ScanComp
 // The gray image from the decoded planes: luma of R, G, B, or the first (Y or only) component.
 inline GrayImage gray_from_planes(const Frame& f, bool rgb) {
   GrayImage g{f.width, f.height, std::vector<std::uint8_t>(std::size_t(f.width) * std::size_t(f.height))};
-  auto sample = [&](const Component& c, int x, int y) {
-    const std::size_t cx = std::size_t(x) * std::size_t(c.h) / std::size_t(f.hmax);
-    const std::size_t cy = std::size_t(y) * std::size_t(c.v) / std::size_t(f.vmax);
-    return unsigned(c.plane[cy * std::size_t(c.blocks_x) * 8 + cx]);
+  // Row y of component c's samples; column x of the image is its sample column[c][x].
+  const int used = rgb ? 3 : 1;
+  std::vector<int> column[3];
+  for (int c = 0; c < used; ++c) {
+    column[c].resize(std::size_t(f.width));
+    for (int x = 0; x < f.width; ++x) column[c][std::size_t(x)] = x * f.components[std::size_t(c)].h / f.hmax;
+  }
+  auto row = [&](int c, int y) {
+    const Component& k = f.components[std::size_t(c)];
+    return k.plane.data() + std::size_t(y * k.v / f.vmax) * std::size_t(k.blocks_x) * 8;
   };
-  for (int y = 0; y < f.height; ++y)
-    for (int x = 0; x < f.width; ++x)
-      g.pixels[std::size_t(y) * std::size_t(f.width) + std::size_t(x)] =
-          rgb ? image::luma(sample(f.components[0], x, y), sample(f.components[1], x, y),
-                            sample(f.components[2], x, y))
-              : std::uint8_t(sample(f.components[0], x, y));
+  for (int y = 0; y < f.height; ++y) {
+    std::uint8_t* out = g.pixels.data() + std::size_t(y) * std::size_t(f.width);
+    if (rgb) {
+      const std::uint8_t *r = row(0, y), *gr = row(1, y), *b = row(2, y);
+      for (std::size_t x = 0; x < std::size_t(f.width); ++x)
+        out[x] = image::luma(r[column[0][x]], gr[column[1][x]], b[column[2][x]]);
+    } else if (f.components[0].h == f.hmax) {
+      std::copy(row(0, y), row(0, y) + f.width, out);
+    } else {
+      const std::uint8_t* l = row(0, y);
+      for (std::size_t x = 0; x < std::size_t(f.width); ++x) out[x] = l[column[0][x]];
+    }
+  }
   return g;
 }
 
@@ -345,6 +389,7 @@ inline GrayImage decode(const ImageBytes& in, const ImageLimits& limits) {
         if (count > 256) bad("Huffman table of " + std::to_string(count) + " symbols; at most 256");
         if (n - i - 17 < std::uint32_t(count)) bad("Huffman table values run past their segment");
         std::copy(s + i + 17, s + i + 17 + count, t.values);
+        t.build_fast();
         t.defined = true;
         i += 17 + std::uint32_t(count);
       }
