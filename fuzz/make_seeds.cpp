@@ -130,12 +130,7 @@ int main(int argc, char** argv) {
     Bytes pixels(std::size_t(w * h * comp));
     for (std::size_t k = 0; k < pixels.size(); ++k) pixels[k] = std::uint8_t(k * 13 % 251);
     Bytes out;
-    stbi_write_jpg_to_func(
-        [](void* ctx, void* data, int n) {
-          auto* o = static_cast<Bytes*>(ctx);
-          o->insert(o->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
-        },
-        &out, w, h, comp, pixels.data(), quality);
+    stbi_write_jpg_to_func(ctnn_test::append_bytes, &out, w, h, comp, pixels.data(), quality);
     return out;
   };
   put("jpeg", "gray.jpg", jpg(16, 8, 1, 90));

@@ -12,6 +12,12 @@ namespace ctnn_test {
 
 using Bytes = std::vector<std::uint8_t>;
 
+// The callback for stb_image_write's *_to_func writers: appends each chunk to the Bytes at `context`.
+inline void append_bytes(void* context, void* data, int n) {
+  auto* out = static_cast<Bytes*>(context);
+  out->insert(out->end(), static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + n);
+}
+
 inline void put_be32(Bytes& b, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
 }

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <ctnn/io/image.hpp>
 #include <filesystem>
 #include <fstream>
@@ -315,14 +314,7 @@ TEST_CASE("JPEG: baseline decodes, truncated, bad tables, progressive and huge a
       p[0] = std::uint8_t(4 * x), p[1] = std::uint8_t(6 * y), p[2] = 128;
     }
   Bytes jpg;
-  stbi_write_jpg_to_func(
-      [](void* ctx, void* data, int n) {
-        auto* out = static_cast<Bytes*>(ctx);
-        const std::size_t at = out->size();
-        out->resize(at + std::size_t(n));
-        std::memcpy(out->data() + at, data, std::size_t(n));
-      },
-      &jpg, w, h, 3, rgb.data(), 95);
+  stbi_write_jpg_to_func(ctnn_test::append_bytes, &jpg, w, h, 3, rgb.data(), 95);
   const GrayImage g = ctnn::io::decode_jpeg(jpg, "j");
   REQUIRE(g.width == w);
   REQUIRE(g.height == h);
@@ -385,12 +377,7 @@ Bytes jpeg_of(int w, int h, int comp, int quality, std::uint32_t seed) {
         pixels[i] = std::uint8_t((3 * x + 5 * y + 70 * c) % 196 + noise[i]);
       }
   Bytes out;
-  stbi_write_jpg_to_func(
-      [](void* ctx, void* data, int n) {
-        auto* o = static_cast<Bytes*>(ctx);
-        o->insert(o->end(), static_cast<std::uint8_t*>(data), static_cast<std::uint8_t*>(data) + n);
-      },
-      &out, w, h, comp, pixels.data(), quality);
+  stbi_write_jpg_to_func(ctnn_test::append_bytes, &out, w, h, comp, pixels.data(), quality);
   return out;
 }
 

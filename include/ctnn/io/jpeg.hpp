@@ -35,6 +35,13 @@ inline constexpr std::uint8_t zigzag[64] = {
     41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
     30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
 
+// "FF xx": a marker as messages name it.
+inline std::string marker_name(int code) {
+  char name[8];
+  std::snprintf(name, sizeof name, "FF %02X", code);
+  return name;
+}
+
 // A Huffman table as canonical codes (ITU T.81 F.2.2.3): per code length, the first and last code
 // (last −1: no code of that length) and the index of the first code's value; and for the codes of
 // up to fast_bits bits, the length and value found directly from the next fast_bits bits.
@@ -102,11 +109,7 @@ class ScanBits {
     while (at_ < end_ && !marker_ahead()) ++at_;  // stray bytes before the marker, as libjpeg allows
     while (at_ + 1 < end_ && in_.data()[at_ + 1] == 0xff) ++at_;  // fill bytes
     const int expected = 0xd0 + (index & 7);
-    if (at_ >= end_ || in_.data()[at_ + 1] != expected) {
-      char code[8];
-      std::snprintf(code, sizeof code, "FF %02X", expected);
-      fail(std::string("expected restart marker ") + code);
-    }
+    if (at_ >= end_ || in_.data()[at_ + 1] != expected) fail("expected restart marker " + marker_name(expected));
     at_ += 2;
   }
   [[noreturn]] void fail(const std::string& what) const {
@@ -241,11 +244,13 @@ inline void decode_scan(const ImageBytes& in, const Frame& f, std::span<ScanComp
   const std::int64_t mcus = interleaved ? std::int64_t(f.mcus_x) * f.mcus_y : std::int64_t(single_x) * single_y;
   std::int32_t coef[64];
   for (auto& c : comps) c.component->dc_prediction = 0;
+  const std::int64_t mcus_a_row = interleaved ? f.mcus_x : single_x;
   for (std::int64_t m = 0; m < mcus; ++m) {
     if (restart_interval && m > 0 && m % restart_interval == 0) {
       bits.restart(int(m / restart_interval - 1));
       for (auto& c : comps) c.component->dc_prediction = 0;
     }
+    const std::int64_t mcu_x = m % mcus_a_row, mcu_y = m / mcus_a_row;
     for (auto& sc : comps) {
       Component& c = *sc.component;
       const int bh = interleaved ? c.h : 1, bv = interleaved ? c.v : 1;
@@ -253,8 +258,7 @@ inline void decode_scan(const ImageBytes& in, const Frame& f, std::span<ScanComp
         for (int bx = 0; bx < bh; ++bx) {
           const int extent = decode_block(bits, *sc.dc, *sc.ac, sc.quant, c.dc_prediction, coef);
           if (c.plane.empty()) continue;  // a component the gray image does not use: checked only
-          const std::int64_t block_x = interleaved ? m % f.mcus_x * c.h + bx : m % single_x;
-          const std::int64_t block_y = interleaved ? m / f.mcus_x * c.v + by : m / single_x;
+          const std::int64_t block_x = mcu_x * bh + bx, block_y = mcu_y * bv + by;
           const std::size_t stride = std::size_t(c.blocks_x) * 8;
           idct_block(coef, extent, c.plane.data() + std::size_t(block_y) * 8 * stride + std::size_t(block_x) * 8,
                      stride);
@@ -301,8 +305,8 @@ inline GrayImage decode(const ImageBytes& in, const ImageLimits& limits) {
   bool quant_defined[4] = {};
   std::array<Huffman, 4> dc_tables{}, ac_tables{};
   Frame f;
-  bool jfif = false, adobe = false, rgb = false;
-  int adobe_transform = -1, restart_interval = 0, scans = 0;
+  bool jfif = false, rgb = false;
+  int adobe_transform = -1, restart_interval = 0, scans = 0;  // adobe_transform: -1 without an Adobe APP14
   std::uint64_t at = 2;
   for (;;) {
     // A marker: FF, optional FF fill bytes, the code.
@@ -310,8 +314,7 @@ inline GrayImage decode(const ImageBytes& in, const ImageLimits& limits) {
     while (in.u8(at + 1, "a marker code") == 0xff) ++at;
     const std::uint8_t m = in.u8(at + 1, "a marker code");
     const std::uint64_t seg = at + 2;  // the segment's length field
-    char code[8];
-    std::snprintf(code, sizeof code, "FF %02X", m);
+    const std::string code = marker_name(m);
     if (m == 0xd9) {  // EOI; bytes after it (camera trailers) are ignored
       if (scans == 0) in.fail_at(at, "EOI before any image data (SOS)");
       for (const Component& c : f.components)
@@ -319,13 +322,13 @@ inline GrayImage decode(const ImageBytes& in, const ImageLimits& limits) {
       return gray_from_planes(f, rgb);
     }
     if (m == 0xd8 || (m >= 0xd0 && m <= 0xd7) || m == 0x01 || m < 0xc0)
-      in.fail_at(at, std::string("unexpected marker ") + code);
+      in.fail_at(at, "unexpected marker " + code);
     const std::uint32_t length = in.be(seg, 2, "a segment length");
     if (length < 2) in.fail_at(seg, "segment length " + std::to_string(length) + " is below 2");
     in.need(seg, length, std::string("the segment of marker ") + code);
     const std::uint8_t* s = in.data() + seg + 2;  // the segment's payload
     const std::uint32_t n = length - 2;
-    auto bad = [&](const std::string& what) { in.fail_at(seg, std::string("marker ") + code + ": " + what); };
+    auto bad = [&](const std::string& what) { in.fail_at(seg, "marker " + code + ": " + what); };
 
     if (m == 0xc0 || m == 0xc1) {  // SOF0 baseline, SOF1 extended sequential (Huffman)
       if (!f.components.empty()) bad("a second frame header");
@@ -405,7 +408,7 @@ inline GrayImage decode(const ImageBytes& in, const ImageLimits& limits) {
       if (scans == 0) {  // the colour coding is known by now: allocate the planes the gray image uses
         const bool rgb_ids = f.components.size() == 3 && f.components[0].id == 'R' && f.components[1].id == 'G' &&
                              f.components[2].id == 'B';
-        rgb = rgb_ids || (f.components.size() == 3 && adobe && adobe_transform == 0 && !jfif);
+        rgb = rgb_ids || (f.components.size() == 3 && adobe_transform == 0 && !jfif);
         for (std::size_t c = 0; c < (rgb ? 3 : 1); ++c)
           f.components[c].plane.assign(std::size_t(f.components[c].blocks_x) * 8 * std::size_t(f.components[c].blocks_y) * 8, 0);
       }
@@ -454,7 +457,7 @@ inline GrayImage decode(const ImageBytes& in, const ImageLimits& limits) {
     } else if (m == 0xe0) {  // APP0: JFIF means YCbCr
       jfif = jfif || (n >= 5 && std::equal(s, s + 5, "JFIF"));
     } else if (m == 0xee) {  // APP14: Adobe's colour transform (0: none, so RGB)
-      if (n >= 12 && std::equal(s, s + 5, "Adobe")) adobe = true, adobe_transform = s[11];
+      if (n >= 12 && std::equal(s, s + 5, "Adobe")) adobe_transform = s[11];
     } else if (!((m >= 0xe1 && m <= 0xef) || m == 0xfe)) {  // other APPn and COM are skipped
       bad("unexpected marker");
     }

@@ -44,7 +44,7 @@ struct PlainLoad {
 // then write whole rows), else one store a pixel.
 template <class G, class Fn, int RX, int OCPT>
 __device__ __forceinline__ void store_pixel_row(float* y, std::size_t n, int o0, int oy, int x0,
-                                                const float (&acc)[RX][1][OCPT]) {
+                                                const float (&acc)[RX][OCPT]) {
   float* row = y + ((n * G::Out + o0) * G::OH + oy) * G::OW + x0;
   const bool vector = RX == 4 && G::OHW % 4 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0;
 #pragma unroll
@@ -54,12 +54,12 @@ __device__ __forceinline__ void store_pixel_row(float* y, std::size_t n, int o0,
     if constexpr (RX == 4) {
       if (vector) {
         *reinterpret_cast<float4*>(p) =
-            make_float4(Fn::apply(acc[0][0][j]), Fn::apply(acc[1][0][j]), Fn::apply(acc[2][0][j]), Fn::apply(acc[3][0][j]));
+            make_float4(Fn::apply(acc[0][j]), Fn::apply(acc[1][j]), Fn::apply(acc[2][j]), Fn::apply(acc[3][j]));
         continue;
       }
     }
 #pragma unroll
-    for (int r = 0; r < RX; ++r) p[r] = Fn::apply(acc[r][0][j]);
+    for (int r = 0; r < RX; ++r) p[r] = Fn::apply(acc[r][j]);
   }
 }
 
@@ -76,7 +76,7 @@ struct PlainStore {
   }
   // RX neighbouring pixels of a row (ConvDirect::rx).
   template <int RX, int OCPT>
-  __device__ void row(std::size_t n, int o0, int oy, int x0, const float (&acc)[RX][1][OCPT]) const {
+  __device__ void row(std::size_t n, int o0, int oy, int x0, const float (&acc)[RX][OCPT]) const {
     store_pixel_row<G, Fn>(p, n, o0, oy, x0, acc);
   }
 };
@@ -206,9 +206,9 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
     if (qy >= Cfg::QH) continue;  // last tile may be short
     if constexpr (Cfg::rx > 1) {  // rx pixels of a row (PQ = 1, one slice): see ConvDirect
       constexpr int RX = Cfg::rx, SPAN = (RX - 1) * S + (K - 1) * D + 1;
-      float acc[RX][1][OCPT];
+      float acc[RX][OCPT];
 #pragma unroll
-      for (int r = 0; r < RX; ++r) load_shared(b_s + g * OCPT, acc[r][0]);
+      for (int r = 0; r < RX; ++r) load_shared(b_s + g * OCPT, acc[r]);
       const float* in_p = in_s + ty * S * IC + qx * RX * S;
       const float* w_g = w_s + g * G::CKK * OCPT;
 #pragma unroll
@@ -225,7 +225,7 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
 #pragma unroll
             for (int r = 0; r < RX; ++r)
 #pragma unroll
-              for (int j = 0; j < OCPT; ++j) acc[r][0][j] = fmaf(v[r * S + kx * D], wv[j], acc[r][0][j]);
+              for (int j = 0; j < OCPT; ++j) acc[r][j] = fmaf(v[r * S + kx * D], wv[j], acc[r][j]);
           }
         }
       }

@@ -107,7 +107,7 @@ struct ConvGroupStore {
   }
   // RX neighbouring pixels of a row, without pooling (ConvDirect::rx).
   template <int RX, int OCPT>
-  __device__ void row(std::size_t n, int o0, int oy, int x0, const float (&acc)[RX][1][OCPT]) const {
+  __device__ void row(std::size_t n, int o0, int oy, int x0, const float (&acc)[RX][OCPT]) const {
     static_assert(!P::pooled, "rows of pixels are stored only where no pooling follows");
     store_pixel_row<G, Fn>(y, n, o0, oy, x0, acc);
   }
