@@ -9,7 +9,7 @@
 // Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls, then `samples` samples of
 // `reps` back-to-back calls between two CUDA events on one stream; the median sample / reps.
 // FLOPs: 2·Out·OH·OW·C·K·K per sample for each direction (the dense GEMM's count; the zero taps of
-// a padded border are counted, as everyone counts them; the Winograd kernel multiplies 2.25× less, and
+// a padded border are counted, as everyone counts them; the Winograd kernel multiplies 2.25× (4 × 4 tiles: 4×) less, and
 // its TFLOP/s is that count over its time, the rate a direct kernel would need to match it). Peak: FP32 FMA lanes (128 per SM on Hopper)
 // × 2 × SM count × the peak clock the device reports; for the TF32 rows the dense TF32 tensor peak,
 // 1024 FMA per clock per SM on Hopper (H100 SXM: 495 TFLOP/s at its 1.83 GHz boost clock).
@@ -187,13 +187,17 @@ void bench(const char* name, std::initializer_list<int> batches) {
     const bool fg = Dev::forward_algo == gemm, dg = Dev::dgrad_algo == gemm, wg = Dev::wgrad_algo == gemm;
     // "family rule": the implicit-GEMM family's choice (the patch kernel where it fits, else the GEMM's
     // tile and split rule); "gemm(auto tile)": the GEMM's own rule.
-    constexpr bool wino = kernels::conv_winograd_fits<G>();
-    const char* fwd_rule = wino && kernels::conv_winograd_wins<G>(n) ? "family rule (winograd)"
-                           : patch                                   ? "family rule (patch)"
-                                                                     : "family rule (gemm)";
+    constexpr bool wino = kernels::conv_winograd_fits<G>(), wino4 = kernels::conv_winograd_fits<G, 4>();
+    const int wino_tile = wino ? kernels::conv_winograd_tile<G>(n) : 0;
+    const char* fwd_rule = wino_tile == 4 ? "family rule (winograd 4x4)"
+                           : wino_tile    ? "family rule (winograd 2x2)"
+                           : patch        ? "family rule (patch)"
+                                          : "family rule (gemm)";
     fwd(fwd_rule, fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
     if constexpr (wino)
       fwd("winograd F(2x2,3x3)", false, [&] { kernels::launch_conv_winograd<G>(s, w.p, b.p, x.p, y.p, n); });
+    if constexpr (wino4)
+      fwd("winograd F(4x4,3x3)", false, [&] { kernels::launch_conv_winograd<G, ctnn::identity_fn, 4>(s, w.p, b.p, x.p, y.p, n); });
     fwd("gemm(auto tile)", false, [&] { kernels::launch_conv_gemm_auto<Fwd>(s, w.p, b.p, x.p, y.p, n); });
     if constexpr (patch) {
       using PF = kernels::ConvPatchFwd<G>;

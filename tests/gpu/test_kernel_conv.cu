@@ -46,6 +46,7 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
   // The Winograd forward (conv_winograd.cuh) runs 3×3 stride-1 padding-1 layers.
   constexpr bool winograd = kernels::conv_winograd_fits<G>();
+  constexpr bool winograd4 = kernels::conv_winograd_fits<G, 4>();
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
@@ -105,20 +106,51 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_gemm<Fwd, Narrow>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch, splits);
     };
     const auto y_plan = run([&] { fwd_gemm(fplan.wide, fplan.splits); }, d_y, y_ref, "forward GEMM, the rule's plan");
-    // The Winograd kernel (3×3 stride-1 layers) against the host, with ReLU in its store; the rule takes
-    // it where it wins. Otherwise, where it fits, the FP32 patch kernel, which sums in the unsplit GEMM's order.
+    // The Winograd kernel (3×3 stride-1 layers) with 2 × 2 and 4 × 4 output tiles against the host, with
+    // ReLU in its store; the rule takes one of them where it wins. Otherwise, where it fits, the FP32
+    // patch kernel, which sums in the unsplit GEMM's order.
     bool rule_winograd = false;
     if constexpr (winograd) {
+      auto relu_in_store = [&](auto&& launch_relu, const std::vector<float>& plain, const char* q) {
+        d_y.poison();
+        launch_relu();
+        stream.sync();
+        std::vector<float> want(plain);
+        for (float& v : want) v = relu_fn::apply(v);
+        t(same_bits(d_y.download(), want, label(batch, q)));
+      };
       const auto y_wino = run([&] { kernels::launch_conv_winograd<G>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                               d_y, y_ref, "forward Winograd");
-      d_y.poison();
-      kernels::launch_conv_winograd<G, relu_fn>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-      stream.sync();
-      std::vector<float> want(y_wino);
-      for (float& v : want) v = relu_fn::apply(v);
-      t(same_bits(d_y.download(), want, label(batch, "forward Winograd with ReLU = ReLU(Winograd)")));
-      rule_winograd = kernels::conv_winograd_wins<G>(batch);
-      if (rule_winograd) t(same_bits(y_rule, y_wino, label(batch, "forward (rule: Winograd) = Winograd")));
+      relu_in_store([&] { kernels::launch_conv_winograd<G, relu_fn>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                    y_wino, "forward Winograd with ReLU = ReLU(Winograd)");
+      std::vector<float> y_wino4;
+      if constexpr (winograd4) {
+        // F(4×4)'s transforms scale partial values by up to 5 (B^T) and 8 (A^T) along each axis, so its
+        // rounding error is about ten times the GEMM's (1e-5 of the largest output measured on these
+        // layers): an absolute allowance of 1e-4 of the largest output instead of close_sum's 1e-5. An
+        // indexing error still moves results by O(1).
+        d_y.poison();
+        kernels::launch_conv_winograd<G, identity_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+        stream.sync();
+        y_wino4 = d_y.download();
+        t(close(y_wino4, y_ref, label(batch, "forward Winograd 4x4 tiles"), 1e-4, 1e-4 * max_abs(y_ref)));
+        relu_in_store([&] { kernels::launch_conv_winograd<G, relu_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                      y_wino4, "forward Winograd 4x4 with ReLU = ReLU(Winograd 4x4)");
+      }
+      const int tile = kernels::conv_winograd_tile<G>(batch);
+      rule_winograd = tile != 0;
+      if (tile == 2) t(same_bits(y_rule, y_wino, label(batch, "forward (rule: Winograd) = Winograd")));
+      if (tile == 4) {
+        t(same_bits(y_rule, y_wino4, label(batch, "forward (rule: Winograd 4x4) = Winograd 4x4")));
+        // Into an output only 8-byte aligned, the rule takes the 2 × 2 tiles (their stores are 8 bytes).
+        DeviceBuffer<float> d_y_off(ny + 2);
+        d_y_off.poison();
+        Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y_off.ptr + 2, batch);
+        stream.sync();
+        const std::vector<float> off = d_y_off.download();
+        t(same_bits(std::vector<float>(off.begin() + 2, off.end()), y_wino,
+                    label(batch, "forward (rule), output 8-byte aligned = Winograd 2x2")));
+      }
     }
     if (Dev::forward_algo == ConvAlgo::implicit_gemm && !rule_winograd)
       t(same_bits(y_rule, patch ? y_wide : y_plan, label(batch, patch ? "forward (rule: patch) = GEMM" : "forward (rule) = its plan")));
@@ -355,6 +387,8 @@ int main() {
     // a sample; and 64 -> 64 at 32 × 32 (eight blocks a sample).
     test_conv<Conv<96, 3, Pad<1>>, Shape<20, 16, 16>>(t, "Winograd 20->96 at 16x16", {1, 3, 43}, 32);
     test_conv<Conv<64, 3, Pad<1>>, Shape<64, 32, 32>>(t, "Winograd 64->64 at 32x32", {1, 17}, 33);
+    // 4 × 4 tiles with 20 channels (a step half zeros), a sample a block; the rule takes them at 130.
+    test_conv<Conv<64, 3, Pad<1>>, Shape<20, 16, 16>>(t, "Winograd 20->64 at 16x16", {1, 5, 130}, 34);
     // The RGB stem of those networks (C = 3: direct, but the GEMM is checked too).
     test_conv<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "CIFAR stem 3->32", {1, 37, 64}, 24);
     // Odd sizes with stride 2: parity classes of different sizes; channels that fill no tile evenly.

@@ -190,7 +190,8 @@ void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const floa
 }
 
 // --- The FP32 rule for the implicit-GEMM family ---------------------------------------------------------
-// The forward of 3×3, stride-1, padding-1 layers on enough blocks: the Winograd kernel. Otherwise the
+// The forward of 3×3, stride-1, padding-1 layers on enough blocks: the Winograd kernel (4 × 4 output
+// tiles where they fill the GPU, else 2 × 2; an output only 8-byte aligned takes 2 × 2). Otherwise the
 // patch kernel where it fits (and the pointers are aligned; for backward data also the stride-2 one of
 // conv_patch_dgrad_s2.cuh), else conv_gemm.cuh's. The patch kernels sum in the unsplit GEMM's order, so
 // that choice changes speed (and, where the GEMM would split k, the last bits) only; Winograd's sums
@@ -201,9 +202,12 @@ void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const floa
 template <class G, class Fn>
 void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                                   int batch) {
-  if constexpr (conv_winograd_fits<G>())
-    if (conv_winograd_wins<G>(batch) && conv_patch_aligned(w, x, y))
-      return launch_conv_winograd<G, Fn>(stream, w, b, x, y, batch);
+  if constexpr (conv_winograd_fits<G, 2>()) {
+    const int tile = conv_winograd_tile<G>(batch);
+    if constexpr (conv_winograd_fits<G, 4>())
+      if (tile == 4 && conv_patch_fp32_aligned(w, x, y)) return launch_conv_winograd<G, Fn, 4>(stream, w, b, x, y, batch);
+    if (tile != 0 && conv_patch_aligned(w, x, y)) return launch_conv_winograd<G, Fn, 2>(stream, w, b, x, y, batch);
+  }
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
   launch_conv_gemm_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);

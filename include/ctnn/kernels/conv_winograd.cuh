@@ -1,27 +1,33 @@
 #pragma once
-// FP32 forward of 3×3, stride-1, padding-1 convolutions by Winograd's minimal filtering F(2×2, 3×3):
-// each 2×2 block of outputs ("tile") of an output channel k is A^T [Σ_c (G g_kc G^T) ⊙ (B^T d_c B)] A,
-// where d_c is the 4×4 input patch under the tile in channel c and g_kc the 3×3 kernel. The 16
-// products ⊙ are 16 independent GEMMs (one per position ξ of the 4×4 transformed tile) that reduce over
-// the channels: 16·C multiplications per tile and output channel instead of the direct 36·C, 2.25×
-// fewer. The transforms are additions (and halvings of the weights).
+// FP32 forward of 3×3, stride-1, padding-1 convolutions by Winograd's minimal filtering F(m×m, 3×3),
+// m = 2 or 4: each m×m block of outputs ("tile") of an output channel k is
+// A^T [Σ_c (G g_kc G^T) ⊙ (B^T d_c B)] A, where d_c is the (m+2)×(m+2) input patch under the tile in
+// channel c and g_kc the 3×3 kernel. The (m+2)² products ⊙ are independent GEMMs (one per position ξ of
+// the transformed tile) that reduce over the channels: per output and input channel 16/4 = 4
+// multiplications with m = 2, 36/16 = 2.25 with m = 4, instead of the direct 9 (2.25× and 4× fewer).
+// F(2×2)'s transforms are additions (and halvings of the weights); F(4×4)'s (the points 0, ±1, ±2, ∞;
+// Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016) multiply by up to 8 and
+// by fractions, so its results carry about ten times F(2×2)'s rounding error (1e-5 of the largest
+// output in the tests, where F(2×2) has 1e-6).
 //
 // One fused kernel (no transformed tensor in global memory): a block owns KB output channels × TB tiles
-// (whole tile rows of one sample) and all 16 ξ. Per step of CB = 8 input channels it stages, with
+// (whole tile rows of one sample) and all ξ. Per step of CB = 8 input channels it stages, with
 // 16-byte cp.async two steps deep, the input rows its tiles read and the weights of those channels;
-// transforms both into shared memory (V[ξ][c][t] = B^T d B, U[ξ][c][k] = G g G^T); then each warp
-// multiplies two ξ: a lane owns 8 channels × 8 tiles of both, 128 accumulators, and per (ξ, c) reads two
-// float4 of U and two of V for 64 FMAs. At the end the accumulators go through shared memory, half the
-// channels at a time, so that each thread gathers the 16 ξ of its (channel, tile) pairs, applies A^T · A,
-// adds the bias and the activation Fn and stores 2 × 2 outputs.
+// transforms both into shared memory (V[ξ][c][t] = B^T d B, U[ξ][c][k] = G g G^T); then each lane
+// multiplies 8 channels × TN tiles of each of its XW ξ, reading per (ξ, c) two float4 of U and TN / 4 of
+// V: with F(2×2) a warp takes two ξ (8 × 8 a lane), with F(4×4) three (8 × 4 a lane, 12 warps for the
+// 36 ξ). At the end the accumulators go through shared memory, half the channels at a time, so that
+// each thread gathers the ξ of its (channel, tile) pairs, applies A^T · A, adds the bias and the
+// activation Fn and stores m × m outputs.
 //
-// Rounding: the sums run in a different order, with the transforms' additions, from the direct and
+// Rounding: the sums run in a different order, with the transforms' arithmetic, from the direct and
 // GEMM kernels' (k = (c, ky, kx) increasing); results agree with them to rounding, not to the bit.
 // Deterministic: a fixed order, no atomics.
 //
 // Measured and not kept (H100, docs/conv_kernels.md): V and U in two buffers, so that a step needs one
 // barrier and the next step's transform overlaps this one's products: 255 registers, spills, 64->64 @16
-// at B = 256 86.8 -> 97.9 µs.
+// at B = 256 86.8 -> 97.9 µs. F(4×4) with 4 ξ a lane (9 warps) or 2 (18 warps): spills at the register
+// limits those leave, 64->64 @16 at B = 256 88.8 and 87.2 µs against 61.4 with 3.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -34,29 +40,35 @@
 
 namespace ctnn::kernels {
 
-// The block's shape for a layer G: KB output channels (64 where Out allows, else 32) × TB tiles, with
-// KB·TB = 2048 so that 256 threads hold 8 × 8 (channel, tile) pairs of two ξ each.
-// (Eight warps of two ξ each: with 16 warps of one ξ, 128 registers a thread, it was 2-6% slower.)
-template <class G>
+// The block's shape for a layer G and tiles of OT × OT outputs: KB output channels (64 where Out allows,
+// else 32) × TB tiles. F(2×2): KB·TB = 2048, 8 warps of two ξ, a lane 8 × 8 (channel, tile) pairs of
+// each (with 16 warps of one ξ, 128 registers a thread, it was 2-6% slower). F(4×4): KB·TB = 1024,
+// 12 warps of three ξ, a lane 8 × 4 pairs of each (96 accumulators; 12 warps leave 168 registers).
+template <class G, int OT = 2>
 struct ConvWinograd {
-  static constexpr int XW = 2;  // ξ a warp
-  static constexpr int KB = G::Out % 64 == 0 ? 64 : 32, TB = 2048 / KB, CB = 8, threads = 16 / XW * 32;
-  static constexpr int KG = KB / 8, TG = TB / 8;  // a warp's lanes: KG channel groups × TG tile groups
-  static constexpr int W = G::W, H = G::H, TW = W / 2, TR = TB / TW;  // tiles a row; tile rows a block
-  static constexpr int PR = 2 * TR + 2, RS = W + 8;   // staged input rows, and their stride (data at 4..)
+  static_assert(OT == 2 || OT == 4, "F(2x2, 3x3) or F(4x4, 3x3)");
+  static constexpr int XI = OT + 2, NXI = XI * XI;     // transformed points a dimension; ξ
+  static constexpr int XW = OT == 2 ? 2 : 3;           // ξ a lane
+  static constexpr int TN = OT == 2 ? 8 : 4;           // a lane: 8 channels × TN tiles of each of its ξ
+  static constexpr int KB = G::Out % 64 == 0 ? 64 : 32, TB = (OT == 2 ? 2048 : 1024) / KB, CB = 8;
+  static constexpr int threads = NXI / XW * 32;        // a warp per XW ξ
+  static_assert(NXI % XW == 0 && KB * TB == 32 * 8 * TN, "a warp's lanes cover the block's pairs of its ξ");
+  static constexpr int KG = KB / 8, TG = TB / TN;      // a warp's lanes: KG channel groups × TG tile groups
+  static constexpr int W = G::W, H = G::H, TW = W / OT, TR = TB / max_of(TW, 1);  // tiles a row; tile rows a block
+  static constexpr int PR = OT * TR + 2, RS = W + 8;   // staged input rows, and their stride (data at 4..)
   static constexpr int XS = PR * RS, WS = CB * 9;      // floats a staged channel; weights of one k
   static constexpr int raw_floats = CB * XS + KB * WS; // one stage: input rows, then weights
   static constexpr int VS = TB + 4, US = KB + 4;       // row strides of V[ξ][c] and U[ξ][c] (padded)
-  static constexpr int v_floats = 16 * CB * VS, u_floats = 16 * CB * US;
-  static constexpr int OS = TB + 4, o_floats = 16 * (KB / 2) * OS;  // the exchange, half of KB at a time
+  static constexpr int v_floats = NXI * CB * VS, u_floats = NXI * CB * US;
+  static constexpr int OS = TB + 4, o_floats = NXI * (KB / 2) * OS;  // the exchange, half of KB at a time
   static constexpr int smem_floats = max_of(2 * raw_floats + v_floats + u_floats, o_floats);
   static constexpr int smem_bytes = smem_floats * 4;
   static constexpr int steps = (G::C + CB - 1) / CB;  // channels past C are staged as zeros
   static constexpr bool whole_steps = G::C % CB == 0;  // then a k's 72 weights are 16-byte copies
-  static constexpr int row_blocks = (H / 2) / max_of(TR, 1);  // blocks a sample, per KB channels
+  static constexpr int row_blocks = (H / OT) / max_of(TR, 1);  // blocks a sample, per KB channels
   static constexpr bool fits = G::K == 3 && G::S == 1 && G::P == 1 && G::D == 1 && G::Out % 32 == 0 &&
-                               W % 8 == 0 && H % 2 == 0 && TB % TW == 0 && (H / 2) % max_of(TR, 1) == 0 &&
-                               smem_bytes <= 200 * 1024;
+                               W % 8 == 0 && H % OT == 0 && TW > 0 && TB % TW == 0 &&
+                               (H / OT) % max_of(TR, 1) == 0 && smem_bytes <= 200 * 1024;
 };
 
 // Stages step `step` (input channels c0 = 8·step ..) into `raw`: the block's input rows (row r of the
@@ -136,22 +148,87 @@ __device__ __forceinline__ void winograd_transform(const float* raw, float* V, f
   }
 }
 
+// F(4×4, 3×3): raw → V (B^T d B of each tile's 6×6 patch) and U (G g G^T), the transforms of the
+// points 0, ±1, ±2 and ∞ (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks").
+template <class T>
+__device__ __forceinline__ void winograd_transform_f4(const float* raw, float* V, float* U) {
+  // B^T applied to a column d0 .. d5.
+  auto bt = [](float d0, float d1, float d2, float d3, float d4, float d5, float* r) {
+    r[0] = fmaf(4.f, d0, fmaf(-5.f, d2, d4));
+    r[1] = fmaf(-4.f, d1 + d2, d3 + d4);
+    r[2] = fmaf(4.f, d1 - d2, d4 - d3);
+    r[3] = fmaf(2.f, d3 - d1, d4 - d2);
+    r[4] = fmaf(2.f, d1 - d3, d4 - d2);
+    r[5] = fmaf(4.f, d1, fmaf(-5.f, d3, d5));
+  };
+  for (int e = threadIdx.x; e < T::TB * T::CB; e += T::threads) {
+    const int t = e % T::TB, c = e / T::TB, tr = t / T::TW, tx = t % T::TW;
+    const float* p = raw + c * T::XS + 4 * tr * T::RS + 4 + 4 * tx - 1;
+    float r[6][6];  // B^T d
+#pragma unroll
+    for (int j = 0; j < 6; ++j) {
+      float col[6];
+      bt(p[j], p[T::RS + j], p[2 * T::RS + j], p[3 * T::RS + j], p[4 * T::RS + j], p[5 * T::RS + j], col);
+#pragma unroll
+      for (int i = 0; i < 6; ++i) r[i][j] = col[i];
+    }
+    float* v = V + c * T::VS + t;
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {  // (B^T d) B
+      float q[6];
+      bt(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], q);
+#pragma unroll
+      for (int j = 0; j < 6; ++j) v[(6 * i + j) * T::CB * T::VS] = q[j];
+    }
+  }
+  // G applied to g0, g1, g2.
+  auto gm = [](float g0, float g1, float g2, float* r) {
+    r[0] = 0.25f * g0;
+    r[1] = (g0 + g1 + g2) * (-1.f / 6);
+    r[2] = (g0 - g1 + g2) * (-1.f / 6);
+    r[3] = fmaf(1.f / 24, g0, fmaf(1.f / 12, g1, g2 * (1.f / 6)));
+    r[4] = fmaf(1.f / 24, g0, fmaf(-1.f / 12, g1, g2 * (1.f / 6)));
+    r[5] = g2;
+  };
+  const float* ws = raw + T::CB * T::XS;
+  for (int e = threadIdx.x; e < T::KB * T::CB; e += T::threads) {
+    const int c = e % T::CB, k = e / T::CB;  // c fastest: the 9-float rows of a warp fall on distinct banks
+    const float* g = ws + k * T::WS + c * 9;
+    float r[6][3];  // G g
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      float col[6];
+      gm(g[j], g[3 + j], g[6 + j], col);
+#pragma unroll
+      for (int i = 0; i < 6; ++i) r[i][j] = col[i];
+    }
+    float* u = U + c * T::US + k;
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {  // (G g) G^T
+      float q[6];
+      gm(r[i][0], r[i][1], r[i][2], q);
+#pragma unroll
+      for (int j = 0; j < 6; ++j) u[(6 * i + j) * T::CB * T::US] = q[j];
+    }
+  }
+}
+
 // Block (blockIdx.x = sample · row_blocks + row block, blockIdx.y = KB tile of the output channels).
-template <class G, class Fn = identity_fn>
-__global__ void __launch_bounds__(ConvWinograd<G>::threads, 1)
+template <class G, int OT, class Fn = identity_fn>
+__global__ void __launch_bounds__(ConvWinograd<G, OT>::threads, 1)
 kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
                      const float* __restrict__ b,  // [Out]
                      const float* __restrict__ x,  // [batch][C][H][W]
                      float* __restrict__ y)        // [batch][Out][H][W]
 {
-  using T = ConvWinograd<G>;
-  constexpr int KB = T::KB, TB = T::TB, CB = T::CB, XW = T::XW, steps = T::steps;
+  using T = ConvWinograd<G, OT>;
+  constexpr int KB = T::KB, TB = T::TB, CB = T::CB, XW = T::XW, TN = T::TN, steps = T::steps;
   float* smem = conv_mma_smem();
   float* raw[2] = {smem, smem + T::raw_floats};
   float* V = smem + 2 * T::raw_floats;
   float* U = V + T::v_floats;
   const int n = int(blockIdx.x) / T::row_blocks, rb = int(blockIdx.x) % T::row_blocks;
-  const int k0 = int(blockIdx.y) * KB, y_first = 2 * rb * T::TR - 1;
+  const int k0 = int(blockIdx.y) * KB, y_first = OT * rb * T::TR - 1;
 
   // The zero border columns of both stages' input rows (the copies never write them).
   for (int line = threadIdx.x; line < 2 * CB * T::PR; line += T::threads) {
@@ -164,18 +241,19 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
   if (steps > 1) winograd_stage<G, T>(raw[1], x, w, n, y_first, k0, 1);
   cp_async_commit();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / T::TG, tg = lane % T::TG;
-  float acc[XW][8][8];
+  float acc[XW][8][TN];
 #pragma unroll
   for (int s = 0; s < XW; ++s)
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[s][i][j] = 0.f;
+      for (int j = 0; j < TN; ++j) acc[s][i][j] = 0.f;
 
   for (int step = 0; step < steps; ++step) {
     cp_async_wait<1>();  // this thread's copies of `step` have landed
     __syncthreads();     // everyone's have, and everyone is done with the last step's V and U
-    winograd_transform<T>(raw[step & 1], V, U);
+    if constexpr (OT == 2) winograd_transform<T>(raw[step & 1], V, U);
+    else winograd_transform_f4<T>(raw[step & 1], V, U);
     __syncthreads();     // V and U complete; raw[step & 1] free
     if (step + 2 < steps) winograd_stage<G, T>(raw[step & 1], x, w, n, y_first, k0, step + 2);
     cp_async_commit();
@@ -187,13 +265,17 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
         const float* u = U + (xi * CB + c) * T::US + 4 * kg;
         const float* v = V + (xi * CB + c) * T::VS + 4 * tg;
         const float4 u0 = *reinterpret_cast<const float4*>(u), u1 = *reinterpret_cast<const float4*>(u + KB / 2);
-        const float4 v0 = *reinterpret_cast<const float4*>(v), v1 = *reinterpret_cast<const float4*>(v + TB / 2);
         const float a[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        const float bb[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        float bb[TN];
+#pragma unroll
+        for (int jj = 0; jj < TN / 4; ++jj) {
+          const float4 q = *reinterpret_cast<const float4*>(v + jj * (TB / 2));
+          bb[4 * jj] = q.x, bb[4 * jj + 1] = q.y, bb[4 * jj + 2] = q.z, bb[4 * jj + 3] = q.w;
+        }
 #pragma unroll
         for (int i = 0; i < 8; ++i)
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[s][i][j] = fmaf(a[i], bb[j], acc[s][i][j]);
+          for (int j = 0; j < TN; ++j) acc[s][i][j] = fmaf(a[i], bb[j], acc[s][i][j]);
       }
     }
   }
@@ -212,57 +294,92 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
       for (int i = 0; i < 4; ++i) {
         float* o = O + ((XW * warp + s) * half + 4 * kg + i) * T::OS + 4 * tg;
         const float* a = acc[s][4 * h + i];
-        *reinterpret_cast<float4*>(o) = make_float4(a[0], a[1], a[2], a[3]);
-        *reinterpret_cast<float4*>(o + TB / 2) = make_float4(a[4], a[5], a[6], a[7]);
+#pragma unroll
+        for (int jj = 0; jj < TN / 4; ++jj)
+          *reinterpret_cast<float4*>(o + jj * (TB / 2)) = make_float4(a[4 * jj], a[4 * jj + 1], a[4 * jj + 2], a[4 * jj + 3]);
       }
     __syncthreads();
     for (int e = threadIdx.x; e < half * TB; e += T::threads) {
       const int t = e % TB, kk = e / TB, k = k0 + h * half + kk;
-      float m[4][4];
+      constexpr int XI = T::XI;
+      float m[XI][XI];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < XI; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) m[i][j] = O[((4 * i + j) * half + kk) * T::OS + t];
-      float r[2][4];  // A^T m
+        for (int j = 0; j < XI; ++j) m[i][j] = O[((XI * i + j) * half + kk) * T::OS + t];
+      // A^T applied to m0 .. m{XI-1}.
+      auto at = [](const float* q, float* r) {
+        if constexpr (OT == 2) {
+          r[0] = q[0] + q[1] + q[2], r[1] = q[1] - q[2] - q[3];
+        } else {
+          const float s12 = q[1] + q[2], d12 = q[1] - q[2], s34 = q[3] + q[4], d34 = q[3] - q[4];
+          r[0] = q[0] + s12 + s34, r[1] = fmaf(2.f, d34, d12), r[2] = fmaf(4.f, s34, s12);
+          r[3] = fmaf(8.f, d34, d12) + q[5];
+        }
+      };
+      float r[OT][XI];  // A^T m
 #pragma unroll
-      for (int j = 0; j < 4; ++j) r[0][j] = m[0][j] + m[1][j] + m[2][j], r[1][j] = m[1][j] - m[2][j] - m[3][j];
+      for (int j = 0; j < XI; ++j) {
+        float col[XI], res[OT];
+#pragma unroll
+        for (int i = 0; i < XI; ++i) col[i] = m[i][j];
+        at(col, res);
+#pragma unroll
+        for (int i = 0; i < OT; ++i) r[i][j] = res[i];
+      }
       const float bias = b[k];
       const int ty = rb * T::TR + t / T::TW, tx = t % T::TW;
-      float* out = y + (std::size_t(n) * G::Out + k) * plane + (2 * ty) * G::OW + 2 * tx;
+      float* out = y + (std::size_t(n) * G::Out + k) * plane + (OT * ty) * G::OW + OT * tx;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {  // (A^T m) A
-        const float y0 = Fn::apply(bias + (r[i][0] + r[i][1] + r[i][2]));
-        const float y1 = Fn::apply(bias + (r[i][1] - r[i][2] - r[i][3]));
-        *reinterpret_cast<float2*>(out + i * G::OW) = make_float2(y0, y1);
+      for (int i = 0; i < OT; ++i) {  // (A^T m) A
+        float o[OT];
+        at(r[i], o);
+#pragma unroll
+        for (int j = 0; j < OT; ++j) o[j] = Fn::apply(bias + o[j]);
+        if constexpr (OT == 2) *reinterpret_cast<float2*>(out + i * G::OW) = make_float2(o[0], o[1]);
+        else *reinterpret_cast<float4*>(out + i * G::OW) = make_float4(o[0], o[1], o[2], o[3]);
       }
     }
   }
 }
 
 // The FP32 rule takes this kernel for the implicit-GEMM family's layers it fits (>= 16 input channels)
-// when the launch has at least 128 blocks (one wave of an H100 at one block per SM): below that the
-// staged-patch kernel was as fast or faster (H100, docs/conv_kernels.md: 64->64 @16 at B = 16, 32 blocks,
-// 23.1 against 23.6 µs; 20->32 @16 at B = 7, 12.7 against 11.2; at B = 64, 128 blocks, 23.5 against
-// 38.4). The RGB stem (3 channels: 5 of every 8 staged channels zeros) stays direct: 40.4 against 33.0
-// µs at B = 256.
-template <class G>
+// when the launch has at least 128 blocks (one wave of an H100 at one block per SM), with the 4 × 4
+// tiles where they give that many blocks, else the 2 × 2 ones: below a wave the bigger blocks leave SMs
+// idle (H100, docs/conv_kernels.md: 64->64 @16 at B = 64, 64 blocks of 4 × 4 tiles, 31.2 µs against
+// 23.6 with 2 × 2; at B = 128, 32.0 against 44.8). Below 128 blocks of 2 × 2 tiles the staged-patch
+// kernel was as fast or faster (64->64 @16 at B = 16, 32 blocks, 23.1 against 23.6 µs; 20->32 @16 at
+// B = 7, 12.7 against 11.2; at B = 64, 128 blocks, 23.5 against 38.4). The RGB stem (3 channels: 5 of
+// every 8 staged channels zeros) stays direct: 40.4 against 33.0 µs at B = 256.
+template <class G, int OT = 2>
 constexpr bool conv_winograd_fits() {
-  return ConvWinograd<G>::fits && G::C >= 16;
+  return ConvWinograd<G, OT>::fits && G::C >= 16;
 }
-template <class G>
+template <class G, int OT = 2>
 bool conv_winograd_wins(int batch) {
-  return (long long)batch * ConvWinograd<G>::row_blocks * (G::Out / ConvWinograd<G>::KB) >= 128;
+  using T = ConvWinograd<G, OT>;
+  return (long long)batch * T::row_blocks * (G::Out / T::KB) >= 128;
+}
+// The rule's tile (4 or 2 outputs a side), 0 for no Winograd kernel.
+template <class G>
+int conv_winograd_tile(int batch) {
+  if constexpr (conv_winograd_fits<G, 4>())
+    if (conv_winograd_wins<G, 4>(batch)) return 4;
+  if constexpr (conv_winograd_fits<G, 2>())
+    if (conv_winograd_wins<G, 2>(batch)) return 2;
+  return 0;
 }
 
-template <class G, class Fn = identity_fn>
+// The kernel with tiles of OT × OT outputs (2 or 4).
+template <class G, class Fn = identity_fn, int OT = 2>
 void launch_conv_winograd(cudaStream_t stream, const float* w, const float* b, const float* x, float* y, int batch) {
-  using T = ConvWinograd<G>;
+  using T = ConvWinograd<G, OT>;
   static_assert(T::fits, "ctnn: the Winograd kernel runs 3x3 stride-1 padding-1 layers (see ConvWinograd)");
-  if (!conv_patch_aligned(w, x, y))  // 16-byte copies of w and x, 8-byte stores of y
-    throw std::invalid_argument(
-        "ctnn: Conv (Winograd kernel): weights and input must be 16-byte aligned, the output 8-byte aligned");
+  if (!conv_patch_aligned(w, x, y) || (OT == 4 && reinterpret_cast<std::uintptr_t>(y) % 16 != 0))
+    throw std::invalid_argument("ctnn: Conv (Winograd kernel): weights and input must be 16-byte aligned, the "
+                                "output 8-byte aligned (16-byte with 4x4 tiles)");
   if (batch <= 0) return;
-  constexpr auto kernel = kernel_conv_winograd<G, Fn>;
+  constexpr auto kernel = kernel_conv_winograd<G, OT, Fn>;
   request_dynamic_smem<kernel, T::smem_bytes>();
   const dim3 grid(unsigned(batch) * T::row_blocks, G::Out / T::KB);
   kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, b, x, y);

@@ -376,12 +376,14 @@ struct cuda_network_kernel {
   static constexpr bool fits_opt_in = plan::smem_bytes <= 96 * 1024;
   static constexpr int max_batch = CTNN_NETWORK_KERNEL_MAX_BATCH;
 
+  template <int NT = threads>
   static void forward(cudaStream_t stream, const float* params, const float* state, const float* x, float* y,
                       int batch) {
     static_assert(fits_opt_in, "two activations fit the shared memory");
-    constexpr auto kernel = kernel_network_forward<threads, Steps...>;
+    static_assert(NT % 32 == 0 && NT <= CTNN_NETWORK_KERNEL_THREADS, "whole warps, the scratch sized for the most");
+    constexpr auto kernel = kernel_network_forward<NT, Steps...>;
     request_dynamic_smem<kernel, int(plan::smem_bytes)>();
-    kernel<<<unsigned(batch), threads, plan::smem_bytes, stream>>>(params, state, x, y);
+    kernel<<<unsigned(batch), NT, plan::smem_bytes, stream>>>(params, state, x, y);
     CTNN_CHECK_LAUNCH();
   }
 };

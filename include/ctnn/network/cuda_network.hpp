@@ -442,7 +442,11 @@ class CudaNetwork {
     kernels::static_for<int(tail_group)>([&](auto g) { group_forward<decltype(g)::value>(batch, Mode::eval, true); });
     constexpr FusedGroup grp = fusion::groups[tail_group];
     if constexpr (tail_first > grp.first) conv_act_forward<grp.first>(batch);  // writes activation(tail_first)
-    tail_kernel::forward(ctx_.stream, params(), state(), activation(tail_first), output(), batch);
+    // Over a block an SM, blocks of 256 threads (registers for two an SM): the strided CIFAR network's
+    // tail at batch 256 took 7.3 µs against 9.4 with 512 (H100); at 64 and 1, 5.7 and 5.4 against 5.4
+    // and 5.1 (docs/fusion.md).
+    if (batch > 128) tail_kernel::template forward<(tail_kernel::threads < 256 ? tail_kernel::threads : 256)>(ctx_.stream, params(), state(), activation(tail_first), output(), batch);
+    else tail_kernel::forward(ctx_.stream, params(), state(), activation(tail_first), output(), batch);
   }
   // The fused plan (network/fusion.hpp) through every layer: writes output() and each fused group's
   // output slot (a dense chain: all its slots, except a Dense's own when ReLU follows it and the chain
