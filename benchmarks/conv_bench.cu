@@ -219,7 +219,20 @@ void bench(const char* name, std::initializer_list<int> batches) {
     if constexpr (fwd_direct)
       fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
     constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
-    dgr(patch || patch_s2 ? "family rule (patch)" : "family rule (gemm)", dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    constexpr bool wino_dgrad = kernels::conv_winograd_dgrad_fits<G>();
+    using GD = kernels::ConvWinogradDgradDims<G>;  // the layer turned around
+    const int dgrad_tile = wino_dgrad ? kernels::conv_winograd_tile<GD>(n) : 0;
+    dgr(dgrad_tile == 4 ? "family rule (winograd 4x4)"
+        : dgrad_tile    ? "family rule (winograd 2x2)"
+        : patch || patch_s2 ? "family rule (patch)"
+                            : "family rule (gemm)",
+        dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    if constexpr (wino_dgrad) {
+      dgr("winograd F(2x2,3x3)", false, [&] { kernels::launch_conv_winograd_dgrad<G>(s, w.p, dy.p, nullptr, dx.p, n); });
+      if constexpr (kernels::conv_winograd_fits<GD, 4>())
+        dgr("winograd F(4x4,3x3)", false,
+            [&] { kernels::launch_conv_winograd_dgrad<G, ctnn::identity_fn, 4>(s, w.p, dy.p, nullptr, dx.p, n); });
+    }
     dgr("gemm(auto tile)", false, [&] { kernels::launch_conv_dgrad_gemm_auto<G>(s, w.p, dy.p, dx.p, n); });
     if constexpr (patch) {
       using PD = kernels::ConvPatchDgrad<G>;

@@ -47,6 +47,9 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   // The Winograd forward (conv_winograd.cuh) runs 3×3 stride-1 padding-1 layers.
   constexpr bool winograd = kernels::conv_winograd_fits<G>();
   constexpr bool winograd4 = kernels::conv_winograd_fits<G, 4>();
+  // Its backward data: the forward of the layer turned around (Out -> C channels).
+  constexpr bool winograd_dgrad = kernels::conv_winograd_dgrad_fits<G>();
+  constexpr bool winograd_dgrad4 = winograd_dgrad && kernels::conv_winograd_fits<kernels::ConvWinogradDgradDims<G>, 4>();
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
@@ -85,6 +88,13 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       std::vector<float> got = out.download();
       t(close_sum(got, ref, label(batch, q)));
       return got;
+    };
+    // The Winograd kernel with 4 × 4 tiles: its transforms scale partial values by up to 5 (B^T) and 8
+    // (A^T) along each axis, so its rounding error is about ten times the GEMM's (1e-5 of the largest
+    // output measured on these layers): an absolute allowance of 1e-4 of the largest output instead of
+    // close_sum's 1e-5. An indexing error still moves results by O(1).
+    auto close_winograd4 = [&](const std::vector<float>& got, const std::vector<float>& ref, const char* q) {
+      return t(close(got, ref, label(batch, q), 1e-4, 1e-4 * max_abs(ref)));
     };
 
     // Forward: the rule, each family, each GEMM tile; all sum bias + taps in (c, ky, kx) order.
@@ -125,15 +135,11 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                     y_wino, "forward Winograd with ReLU = ReLU(Winograd)");
       std::vector<float> y_wino4;
       if constexpr (winograd4) {
-        // F(4×4)'s transforms scale partial values by up to 5 (B^T) and 8 (A^T) along each axis, so its
-        // rounding error is about ten times the GEMM's (1e-5 of the largest output measured on these
-        // layers): an absolute allowance of 1e-4 of the largest output instead of close_sum's 1e-5. An
-        // indexing error still moves results by O(1).
         d_y.poison();
         kernels::launch_conv_winograd<G, identity_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
         stream.sync();
         y_wino4 = d_y.download();
-        t(close(y_wino4, y_ref, label(batch, "forward Winograd 4x4 tiles"), 1e-4, 1e-4 * max_abs(y_ref)));
+        close_winograd4(y_wino4, y_ref, "forward Winograd 4x4 tiles");
         relu_in_store([&] { kernels::launch_conv_winograd<G, relu_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                       y_wino4, "forward Winograd 4x4 with ReLU = ReLU(Winograd 4x4)");
       }
@@ -190,10 +196,30 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       t(same_bits(d_y.download(), want, label(batch, "forward with ReLU in the epilogue = ReLU(forward)")));
     }
 
-    // Backward data.
-    const auto dx_gemm = run([&] { Dev::template backward_data_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_dy.ptr,
-                                                                                             d_dx.ptr, batch); },
-                             d_dx, dx_ref, "backward data GEMM");
+    // Backward data: the implicit-GEMM family's rule (Winograd, patch or GEMM), then each kernel.
+    const int dgrad_tile = [&] {
+      if constexpr (winograd_dgrad) return kernels::conv_winograd_tile<kernels::ConvWinogradDgradDims<G>>(batch);
+      else return 0;
+    }();
+    d_dx.poison();
+    Dev::template backward_data_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch);
+    stream.sync();
+    const auto dx_gemm = d_dx.download();
+    if (dgrad_tile == 4) close_winograd4(dx_gemm, dx_ref, "backward data (family rule: Winograd 4x4)");
+    else t(close_sum(dx_gemm, dx_ref, label(batch, "backward data (family rule)")));
+    if constexpr (winograd_dgrad) {
+      const auto dx_wino = run([&] { kernels::launch_conv_winograd_dgrad<G>(stream.s, d_w.ptr, d_dy.ptr, nullptr, d_dx.ptr, batch); },
+                               d_dx, dx_ref, "backward data Winograd");
+      if (dgrad_tile == 2) t(same_bits(dx_gemm, dx_wino, label(batch, "backward data (rule: Winograd) = Winograd")));
+      if constexpr (winograd_dgrad4) {
+        d_dx.poison();
+        kernels::launch_conv_winograd_dgrad<G, identity_fn, 4>(stream.s, d_w.ptr, d_dy.ptr, nullptr, d_dx.ptr, batch);
+        stream.sync();
+        const auto dx_wino4 = d_dx.download();
+        close_winograd4(dx_wino4, dx_ref, "backward data Winograd 4x4 tiles");
+        if (dgrad_tile == 4) t(same_bits(dx_gemm, dx_wino4, label(batch, "backward data (rule: Winograd 4x4) = Winograd 4x4")));
+      }
+    }
     const auto dx_wide = run([&] { kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmWide<G::C>>(
                                        stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
                              d_dx, dx_ref, "backward data GEMM wide tile");
@@ -207,9 +233,11 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
     };
     const auto dx_plan = run([&] { dgrad_gemm(dplan.wide, dplan.splits); }, d_dx, dx_ref, "backward data GEMM, the rule's plan");
-    t(same_bits(patch || patch_s2 ? dx_wide : dx_plan, dx_gemm,
-                label(batch, patch || patch_s2 ? "backward data (rule: patch) = GEMM" : "backward data GEMM (rule) = its plan")));
-    if (dplan.splits == 1) t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM (rule, unsplit) = wide")));
+    if (dgrad_tile == 0)
+      t(same_bits(patch || patch_s2 ? dx_wide : dx_plan, dx_gemm,
+                  label(batch, patch || patch_s2 ? "backward data (rule: patch) = GEMM" : "backward data GEMM (rule) = its plan")));
+    if (dplan.splits == 1 && dgrad_tile == 0)
+      t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM (rule, unsplit) = wide")));
     if constexpr (patch) {
       using PD = kernels::ConvPatchDgrad<G>;
       const auto dx_pw = run([&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Wide<PD>>(
@@ -237,12 +265,13 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     }
 
     // The backward of an activation below the layer in the store (x standing for its output): exactly
-    // where the rule runs a patch kernel, and then dx · Fn'(x) to the bit (ReLU: a mask; Tanh: a product).
+    // where the rule runs a Winograd or patch kernel, and then dx · Fn'(x) to the bit (ReLU: a mask;
+    // Tanh: a product).
     auto dgrad_act = [&]<class Fn>(Fn) {
       d_dx.poison();
       const bool fused = Dev::template backward_data_act<Fn>(ctx, d_w.ptr, d_x.ptr, d_dy.ptr, d_dx.ptr, batch);
       stream.sync();
-      const bool expected = (patch || patch_s2) && Dev::dgrad_algo == ConvAlgo::implicit_gemm;
+      const bool expected = (patch || patch_s2 || dgrad_tile != 0) && Dev::dgrad_algo == ConvAlgo::implicit_gemm;
       if (!t(fused == expected))
         std::printf("FAIL %s: backward_data_act<%s> ran the epilogue: %d, expected %d\n", label(batch, ""), Fn::name,
                     fused, expected);

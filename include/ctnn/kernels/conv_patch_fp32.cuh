@@ -220,12 +220,26 @@ void launch_conv_fp32_forward(cudaStream_t stream, const float* w, const float* 
 }
 
 // Backward data with the backward of the activation Fn below the layer folded into its store (below:
-// that activation's output, the layer's input), where the rule takes a patch kernel; false, having
-// launched nothing, where it takes the GEMM (its caller then runs the activation's backward).
+// that activation's output, the layer's input), where the rule takes the Winograd kernel (3×3
+// stride-1 layers on enough blocks, as the forward: its rounding differs from the others') or a patch
+// kernel; false, having launched nothing, where it takes the GEMM (its caller then runs the
+// activation's backward).
 template <class G, class Fn>
 bool launch_conv_fp32_dgrad_act(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
                                 int batch) {
   if (!conv_patch_fp32_aligned(w, dy, dx) || !aligned_to(below, 16)) return false;
+  if constexpr (conv_winograd_dgrad_fits<G>()) {
+    const int tile = conv_winograd_tile<ConvWinogradDgradDims<G>>(batch);
+    if constexpr (conv_winograd_fits<ConvWinogradDgradDims<G>, 4>())
+      if (tile == 4) {
+        launch_conv_winograd_dgrad<G, Fn, 4>(stream, w, dy, below, dx, batch);
+        return true;
+      }
+    if (tile == 2) {
+      launch_conv_winograd_dgrad<G, Fn, 2>(stream, w, dy, below, dx, batch);
+      return true;
+    }
+  }
   if constexpr (conv_patch_fp32_fits<G>()) {
     launch_conv_patch_fp32_auto<ConvPatchDgrad<G>, Fn>(stream, w, below, dy, dx, batch);
     return true;

@@ -73,8 +73,10 @@ struct ConvWinograd {
 
 // Stages step `step` (input channels c0 = 8·step ..) into `raw`: the block's input rows (row r of the
 // stage is input row y_first + r; zeros outside the image; columns 0-3 and W+4.. are the zero border,
-// never written here) and the KB × 72 weights w[k0 + k][c0 .. c0 + 7][3][3] (contiguous per k).
-template <class G, class T>
+// never written here) and the weights of the step: forward, the KB × 72 weights w[k0 + k][c0 .. c0 + 7]
+// (contiguous per k); backward data (Dgrad: G is the layer turned around, from its Out channels to its
+// C, and w the layer's [G::C][G::Out][3][3]), the 8 × KB kernels w[c0 + c][k0 .. k0 + KB] (contiguous per c).
+template <class G, class T, bool Dgrad>
 __device__ __forceinline__ void winograd_stage(float* raw, const float* __restrict__ x, const float* __restrict__ w,
                                                int n, int y_first, int k0, int step) {
   constexpr int quads_row = T::W / 4, x_quads = T::CB * T::PR * quads_row, w_quads = T::KB * T::WS / 4;
@@ -86,7 +88,14 @@ __device__ __forceinline__ void winograd_stage(float* raw, const float* __restri
                    x + (ok ? ((std::size_t(n) * G::C + c0 + c) * T::H + y) * T::W + 4 * q : 0), ok);
   }
   float* ws = raw + T::CB * T::XS;
-  if constexpr (T::whole_steps) {
+  if constexpr (Dgrad) {  // 16-byte aligned: G::Out and k0 are multiples of 32
+    constexpr int per_c = T::KB * 9 / 4;
+    for (int e = threadIdx.x; e < w_quads; e += T::threads) {
+      const int c = e / per_c, q = e % per_c;
+      const bool ok = T::whole_steps || c0 + c < G::C;
+      cp_async_f32x4(ws + c * T::KB * 9 + 4 * q, w + (ok ? (std::size_t(c0 + c) * G::Out + k0) * 9 + 4 * q : 0), ok);
+    }
+  } else if constexpr (T::whole_steps) {
     for (int e = threadIdx.x; e < w_quads; e += T::threads) {
       const int k = e / (T::WS / 4), q = e % (T::WS / 4);
       cp_async_f32x4(ws + k * T::WS + 4 * q, w + (std::size_t(k0 + k) * G::C + c0) * 9 + 4 * q, true);
@@ -100,8 +109,19 @@ __device__ __forceinline__ void winograd_stage(float* raw, const float* __restri
   }
 }
 
+// Weight transform e of a step: output channel k and input channel c (c fastest for the forward's
+// [k][c][9] stage, whose 9-float rows then fall on distinct banks across a warp; k fastest for backward
+// data's [c][k][9]), and the 3×3 kernel g (backward data: turned by 180°).
+template <class T, bool Dgrad>
+__device__ __forceinline__ void winograd_kernel_of(const float* ws, int e, int& k, int& c, float (&g)[9]) {
+  c = Dgrad ? e / T::KB : e % T::CB, k = Dgrad ? e % T::KB : e / T::CB;
+  const float* p = Dgrad ? ws + (c * T::KB + k) * 9 : ws + k * T::WS + c * 9;
+#pragma unroll
+  for (int i = 0; i < 9; ++i) g[i] = p[Dgrad ? 8 - i : i];
+}
+
 // raw → V (B^T d B per (tile, channel)) and U (G g G^T per (channel k, input channel)).
-template <class T>
+template <class T, bool Dgrad>
 __device__ __forceinline__ void winograd_transform(const float* raw, float* V, float* U) {
   for (int e = threadIdx.x; e < T::TB * T::CB; e += T::threads) {
     const int t = e % T::TB, c = e / T::TB, tr = t / T::TW, tx = t % T::TW;
@@ -128,8 +148,9 @@ __device__ __forceinline__ void winograd_transform(const float* raw, float* V, f
   }
   const float* ws = raw + T::CB * T::XS;
   for (int e = threadIdx.x; e < T::KB * T::CB; e += T::threads) {
-    const int c = e % T::CB, k = e / T::CB;  // c fastest: the 9-float rows of a warp fall on distinct banks
-    const float* g = ws + k * T::WS + c * 9;
+    int k, c;
+    float g[9];
+    winograd_kernel_of<T, Dgrad>(ws, e, k, c, g);
     float r[4][3];  // G g
 #pragma unroll
     for (int j = 0; j < 3; ++j) {
@@ -150,7 +171,7 @@ __device__ __forceinline__ void winograd_transform(const float* raw, float* V, f
 
 // F(4×4, 3×3): raw → V (B^T d B of each tile's 6×6 patch) and U (G g G^T), the transforms of the
 // points 0, ±1, ±2 and ∞ (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks").
-template <class T>
+template <class T, bool Dgrad>
 __device__ __forceinline__ void winograd_transform_f4(const float* raw, float* V, float* U) {
   // B^T applied to a column d0 .. d5.
   auto bt = [](float d0, float d1, float d2, float d3, float d4, float d5, float* r) {
@@ -192,8 +213,9 @@ __device__ __forceinline__ void winograd_transform_f4(const float* raw, float* V
   };
   const float* ws = raw + T::CB * T::XS;
   for (int e = threadIdx.x; e < T::KB * T::CB; e += T::threads) {
-    const int c = e % T::CB, k = e / T::CB;  // c fastest: the 9-float rows of a warp fall on distinct banks
-    const float* g = ws + k * T::WS + c * 9;
+    int k, c;
+    float g[9];
+    winograd_kernel_of<T, Dgrad>(ws, e, k, c, g);
     float r[6][3];  // G g
 #pragma unroll
     for (int j = 0; j < 3; ++j) {
@@ -214,12 +236,14 @@ __device__ __forceinline__ void winograd_transform_f4(const float* raw, float* V
 }
 
 // Block (blockIdx.x = sample · row_blocks + row block, blockIdx.y = KB tile of the output channels).
-template <class G, int OT, class Fn = identity_fn>
+// Forward: y = Fn(conv(x) + b). Backward data (Dgrad; G the layer turned around, x its dy, y its dx):
+// y = conv(x) · Fn'(aux), aux the output of the activation Fn below the layer (identity_fn: none).
+template <class G, int OT, class Fn, bool Dgrad>
 __global__ void __launch_bounds__(ConvWinograd<G, OT>::threads, 1)
-kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
-                     const float* __restrict__ b,  // [Out]
-                     const float* __restrict__ x,  // [batch][C][H][W]
-                     float* __restrict__ y)        // [batch][Out][H][W]
+kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [C][Out][3][3])
+                     const float* __restrict__ aux,  // the bias [Out] (Dgrad: as y)
+                     const float* __restrict__ x,    // [batch][C][H][W]
+                     float* __restrict__ y)          // [batch][Out][H][W]
 {
   using T = ConvWinograd<G, OT>;
   constexpr int KB = T::KB, TB = T::TB, CB = T::CB, XW = T::XW, TN = T::TN, steps = T::steps;
@@ -236,9 +260,9 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
     *reinterpret_cast<float4*>(row) = make_float4(0.f, 0.f, 0.f, 0.f);
     *reinterpret_cast<float4*>(row + 4 + T::W) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  winograd_stage<G, T>(raw[0], x, w, n, y_first, k0, 0);
+  winograd_stage<G, T, Dgrad>(raw[0], x, w, n, y_first, k0, 0);
   cp_async_commit();
-  if (steps > 1) winograd_stage<G, T>(raw[1], x, w, n, y_first, k0, 1);
+  if (steps > 1) winograd_stage<G, T, Dgrad>(raw[1], x, w, n, y_first, k0, 1);
   cp_async_commit();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / T::TG, tg = lane % T::TG;
   float acc[XW][8][TN];
@@ -252,10 +276,10 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
   for (int step = 0; step < steps; ++step) {
     cp_async_wait<1>();  // this thread's copies of `step` have landed
     __syncthreads();     // everyone's have, and everyone is done with the last step's V and U
-    if constexpr (OT == 2) winograd_transform<T>(raw[step & 1], V, U);
-    else winograd_transform_f4<T>(raw[step & 1], V, U);
+    if constexpr (OT == 2) winograd_transform<T, Dgrad>(raw[step & 1], V, U);
+    else winograd_transform_f4<T, Dgrad>(raw[step & 1], V, U);
     __syncthreads();     // V and U complete; raw[step & 1] free
-    if (step + 2 < steps) winograd_stage<G, T>(raw[step & 1], x, w, n, y_first, k0, step + 2);
+    if (step + 2 < steps) winograd_stage<G, T, Dgrad>(raw[step & 1], x, w, n, y_first, k0, step + 2);
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < XW; ++s) {
@@ -327,17 +351,18 @@ kernel_conv_winograd(const float* __restrict__ w,  // [Out][C][3][3]
 #pragma unroll
         for (int i = 0; i < OT; ++i) r[i][j] = res[i];
       }
-      const float bias = b[k];
       const int ty = rb * T::TR + t / T::TW, tx = t % T::TW;
-      float* out = y + (std::size_t(n) * G::Out + k) * plane + (OT * ty) * G::OW + OT * tx;
+      const std::size_t first = (std::size_t(n) * G::Out + k) * plane + (OT * ty) * G::OW + OT * tx;
 #pragma unroll
       for (int i = 0; i < OT; ++i) {  // (A^T m) A
         float o[OT];
         at(r[i], o);
+        if constexpr (!Dgrad) {
+          const float bias = aux[k];
 #pragma unroll
-        for (int j = 0; j < OT; ++j) o[j] = Fn::apply(bias + o[j]);
-        if constexpr (OT == 2) *reinterpret_cast<float2*>(out + i * G::OW) = make_float2(o[0], o[1]);
-        else *reinterpret_cast<float4*>(out + i * G::OW) = make_float4(o[0], o[1], o[2], o[3]);
+          for (int j = 0; j < OT; ++j) o[j] = bias + o[j];
+        }
+        conv_patch_store<Dgrad, Fn>(y, aux, first + i * G::OW, o);
       }
     }
   }
@@ -370,20 +395,43 @@ int conv_winograd_tile(int batch) {
   return 0;
 }
 
-// The kernel with tiles of OT × OT outputs (2 or 4).
-template <class G, class Fn = identity_fn, int OT = 2>
-void launch_conv_winograd(cudaStream_t stream, const float* w, const float* b, const float* x, float* y, int batch) {
+// Backward data of a 3×3 stride-1 padding-1 layer G is the forward of the layer turned around (from
+// G::Out channels to G::C, with each kernel turned by 180°), which the Winograd kernel runs reading the
+// layer's own weights (Dgrad). The rule as for the forward, on the turned layer.
+template <class G>
+using ConvWinogradDgradDims = ConvDims<G::Out, G::H, G::W, G::C, 3, 1, 1, 1>;
+template <class G>
+constexpr bool conv_winograd_dgrad_fits() {
+  return G::K == 3 && G::S == 1 && G::P == 1 && G::D == 1 && conv_winograd_fits<ConvWinogradDgradDims<G>>();
+}
+
+template <class G, int OT, class Fn, bool Dgrad>
+void launch_winograd_kernel(cudaStream_t stream, const float* w, const float* aux, const float* x, float* y,
+                            int batch) {
   using T = ConvWinograd<G, OT>;
   static_assert(T::fits, "ctnn: the Winograd kernel runs 3x3 stride-1 padding-1 layers (see ConvWinograd)");
   if (!conv_patch_aligned(w, x, y) || (OT == 4 && reinterpret_cast<std::uintptr_t>(y) % 16 != 0))
     throw std::invalid_argument("ctnn: Conv (Winograd kernel): weights and input must be 16-byte aligned, the "
                                 "output 8-byte aligned (16-byte with 4x4 tiles)");
   if (batch <= 0) return;
-  constexpr auto kernel = kernel_conv_winograd<G, OT, Fn>;
+  constexpr auto kernel = kernel_conv_winograd<G, OT, Fn, Dgrad>;
   request_dynamic_smem<kernel, T::smem_bytes>();
   const dim3 grid(unsigned(batch) * T::row_blocks, G::Out / T::KB);
-  kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, b, x, y);
+  kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, aux, x, y);
   CTNN_CHECK_LAUNCH();
+}
+
+// The forward with tiles of OT × OT outputs (2 or 4) and the activation Fn in the store.
+template <class G, class Fn = identity_fn, int OT = 2>
+void launch_conv_winograd(cudaStream_t stream, const float* w, const float* b, const float* x, float* y, int batch) {
+  launch_winograd_kernel<G, OT, Fn, false>(stream, w, b, x, y, batch);
+}
+// Backward data of layer G (w its weights): dx = conv^T(dy) · Fn'(below), below the output of the
+// activation Fn below the layer, aligned as dx (identity_fn: none, below unused).
+template <class G, class Fn = identity_fn, int OT = 2>
+void launch_conv_winograd_dgrad(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
+                                int batch) {
+  launch_winograd_kernel<ConvWinogradDgradDims<G>, OT, Fn, true>(stream, w, below, dy, dx, batch);
 }
 
 }  // namespace ctnn::kernels
