@@ -60,6 +60,30 @@ using Gap = Network<Seq<Conv<6, 3, Pad<2>, Dilation<2>>, LeakyReLU<0.1f>, Dropou
                         Conv<8, 3, Stride<2>>, BatchNorm, ReLU, GlobalAvgPool, Dense<12>, BatchNorm, Sigmoid,
                         Dense<5>, Softmax>,
                     Input<2, 13, 13>>;
+// Above batch 128 the tail kernel runs blocks of 256 threads, not 512 (CudaNetwork::forward_tail), so
+// its Dense layer splits its inputs fewer ways: forward_fused against the layers one by one at 160
+// samples, outputs poisoned before each pass.
+void tail_at_large_batch(ctnn_test::Tally& t) {
+  constexpr int batch = 160;
+  using Gpu = CudaNetwork<Tail, batch>;
+  static_assert(Gpu::runs_tail_kernel(batch), "the tail kernel runs at 160");
+  Gpu gpu(41);
+  std::vector<float> x(std::size_t(batch) * Tail::input_shape::size);
+  Random rng(42);
+  for (float& v : x) v = float(rng.below(2001)) / 1000.f - 1.f;
+  gpu.upload_input(x.data(), batch);
+  auto pass = [&](bool fused) {
+    CTNN_CUDA_CHECK(cudaMemset(gpu.output(), 0xff, std::size_t(batch) * 10 * sizeof(float)));
+    if (fused) gpu.forward_fused(batch);
+    else gpu.forward_groups(batch);
+    gpu.synchronize();
+    std::vector<float> y(std::size_t(batch) * 10);
+    CTNN_CUDA_CHECK(cudaMemcpy(y.data(), gpu.output(), y.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return y;
+  };
+  const std::vector<float> groups = pass(false), tail = pass(true);
+  t(ctnn_test::close(tail, groups, "Tail at batch 160: forward_fused (tail kernel, 256 threads) = forward_groups", 1e-5, 1e-7));
+}
 }  // namespace
 
 int main() {
@@ -80,6 +104,7 @@ int main() {
     std::printf("%s Wide: some activation backward passes folded into the layer above (%d)\n", folds > 0 ? "ok  " : "FAIL", folds);
     t(folds > 0);
     fusion_test::test_network<Tail, SoftmaxCrossEntropy>(t, "Tail (pooling, Dense, Softmax in one kernel)", 40);
+    tail_at_large_batch(t);
     fusion_test::test_network_kernel<Gap>(t, "Gap (network kernel)", 37);
   } catch (const std::exception& e) {
     std::printf("FAIL unexpected exception: %s\n", e.what());
