@@ -33,6 +33,7 @@
 #include <stdexcept>
 
 #include "../layers/activation.hpp"
+#include "conv_direct.cuh"
 #include "conv_gemm.cuh"
 #include "conv_mma.cuh"
 #include "conv_patch.cuh"
@@ -44,8 +45,9 @@ namespace ctnn::kernels {
 // else 32) × TB tiles. F(2×2): KB·TB = 2048, 8 warps of two ξ, a lane 8 × 8 (channel, tile) pairs of
 // each (with 16 warps of one ξ, 128 registers a thread, it was 2-6% slower). F(4×4): KB·TB = 1024,
 // 12 warps of three ξ, a lane 8 × 4 pairs of each (96 accumulators; 12 warps leave 168 registers).
-template <class G, int OT = 2>
+template <class G, int OT_ = 2>
 struct ConvWinograd {
+  static constexpr int OT = OT_;  // outputs a tile side
   static_assert(OT == 2 || OT == 4, "F(2x2, 3x3) or F(4x4, 3x3)");
   static constexpr int XI = OT + 2, NXI = XI * XI;     // transformed points a dimension; ξ
   static constexpr int XW = OT == 2 ? 2 : 3;           // ξ a lane
@@ -120,118 +122,88 @@ __device__ __forceinline__ void winograd_kernel_of(const float* ws, int e, int& 
   for (int i = 0; i < 9; ++i) g[i] = p[Dgrad ? 8 - i : i];
 }
 
-// raw → V (B^T d B per (tile, channel)) and U (G g G^T per (channel k, input channel)).
-template <class T, bool Dgrad>
-__device__ __forceinline__ void winograd_transform(const float* raw, float* V, float* U) {
-  for (int e = threadIdx.x; e < T::TB * T::CB; e += T::threads) {
-    const int t = e % T::TB, c = e / T::TB, tr = t / T::TW, tx = t % T::TW;
-    const float* p = raw + c * T::XS + 2 * tr * T::RS + 4 + 2 * tx - 1;
-    float d[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) d[i][j] = p[i * T::RS + j];
-    float r[4][4];  // B^T d
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      r[0][j] = d[0][j] - d[2][j], r[1][j] = d[1][j] + d[2][j];
-      r[2][j] = d[2][j] - d[1][j], r[3][j] = d[1][j] - d[3][j];
-    }
-    float* v = V + c * T::VS + t;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  // (B^T d) B
-      v[(4 * i + 0) * T::CB * T::VS] = r[i][0] - r[i][2];
-      v[(4 * i + 1) * T::CB * T::VS] = r[i][1] + r[i][2];
-      v[(4 * i + 2) * T::CB * T::VS] = r[i][2] - r[i][1];
-      v[(4 * i + 3) * T::CB * T::VS] = r[i][1] - r[i][3];
-    }
+// The 1-D transforms of F(m, 3), m = OT: B^T on a column of m + 2 inputs, G on a kernel's 3 taps, A^T
+// on m + 2 products. F(4, 3)'s are Lavin and Gray's (the points 0, ±1, ±2, ∞).
+template <int OT>
+struct WinogradTransforms;
+template <>
+struct WinogradTransforms<2> {
+  __device__ static void bt(const float* d, float* r) {
+    r[0] = d[0] - d[2], r[1] = d[1] + d[2], r[2] = d[2] - d[1], r[3] = d[1] - d[3];
   }
-  const float* ws = raw + T::CB * T::XS;
-  for (int e = threadIdx.x; e < T::KB * T::CB; e += T::threads) {
-    int k, c;
-    float g[9];
-    winograd_kernel_of<T, Dgrad>(ws, e, k, c, g);
-    float r[4][3];  // G g
+  __device__ static void g(const float* g, float* r) {
+    r[0] = g[0], r[1] = 0.5f * (g[0] + g[1] + g[2]), r[2] = 0.5f * (g[0] - g[1] + g[2]), r[3] = g[2];
+  }
+  __device__ static void at(const float* q, float* r) { r[0] = q[0] + q[1] + q[2], r[1] = q[1] - q[2] - q[3]; }
+};
+template <>
+struct WinogradTransforms<4> {
+  __device__ static void bt(const float* d, float* r) {
+    r[0] = fmaf(4.f, d[0], fmaf(-5.f, d[2], d[4]));
+    r[1] = fmaf(-4.f, d[1] + d[2], d[3] + d[4]);
+    r[2] = fmaf(4.f, d[1] - d[2], d[4] - d[3]);
+    r[3] = fmaf(2.f, d[3] - d[1], d[4] - d[2]);
+    r[4] = fmaf(2.f, d[1] - d[3], d[4] - d[2]);
+    r[5] = fmaf(4.f, d[1], fmaf(-5.f, d[3], d[5]));
+  }
+  __device__ static void g(const float* g, float* r) {
+    r[0] = 0.25f * g[0];
+    r[1] = (g[0] + g[1] + g[2]) * (-1.f / 6);
+    r[2] = (g[0] - g[1] + g[2]) * (-1.f / 6);
+    r[3] = fmaf(1.f / 24, g[0], fmaf(1.f / 12, g[1], g[2] * (1.f / 6)));
+    r[4] = fmaf(1.f / 24, g[0], fmaf(-1.f / 12, g[1], g[2] * (1.f / 6)));
+    r[5] = g[2];
+  }
+  __device__ static void at(const float* q, float* r) {
+    const float s12 = q[1] + q[2], d12 = q[1] - q[2], s34 = q[3] + q[4], d34 = q[3] - q[4];
+    r[0] = q[0] + s12 + s34, r[1] = fmaf(2.f, d34, d12), r[2] = fmaf(4.f, s34, s12), r[3] = fmaf(8.f, d34, d12) + q[5];
+  }
+};
+
+// A 2-D transform R = M X M^T of an n × n block X by the 1-D transform f (n → m points): f on each
+// column, then on each row of the result. X is read through x(i, j); the m × m result goes to out(i, j).
+template <int n, int m, class F, class In, class Out>
+__device__ __forceinline__ void winograd_2d(F f, In x, Out out) {
+  float r[m][n];
 #pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      r[0][j] = g[j], r[3][j] = g[6 + j];
-      r[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-      r[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-    }
-    float* u = U + c * T::US + k;
+  for (int j = 0; j < n; ++j) {
+    float col[n], res[m];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // (G g) G^T
-      u[(4 * i + 0) * T::CB * T::US] = r[i][0];
-      u[(4 * i + 1) * T::CB * T::US] = 0.5f * (r[i][0] + r[i][1] + r[i][2]);
-      u[(4 * i + 2) * T::CB * T::US] = 0.5f * (r[i][0] - r[i][1] + r[i][2]);
-      u[(4 * i + 3) * T::CB * T::US] = r[i][2];
-    }
+    for (int i = 0; i < n; ++i) col[i] = x(i, j);
+    f(col, res);
+#pragma unroll
+    for (int i = 0; i < m; ++i) r[i][j] = res[i];
+  }
+#pragma unroll
+  for (int i = 0; i < m; ++i) {
+    float res[m];
+    f(r[i], res);
+#pragma unroll
+    for (int j = 0; j < m; ++j) out(i, j, res[j]);
   }
 }
 
-// F(4×4, 3×3): raw → V (B^T d B of each tile's 6×6 patch) and U (G g G^T), the transforms of the
-// points 0, ±1, ±2 and ∞ (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks").
+// raw → V (B^T d B per (tile, channel): d the (OT + 2)² patch under the tile) and U (G g G^T per
+// (output channel k, input channel)).
 template <class T, bool Dgrad>
-__device__ __forceinline__ void winograd_transform_f4(const float* raw, float* V, float* U) {
-  // B^T applied to a column d0 .. d5.
-  auto bt = [](float d0, float d1, float d2, float d3, float d4, float d5, float* r) {
-    r[0] = fmaf(4.f, d0, fmaf(-5.f, d2, d4));
-    r[1] = fmaf(-4.f, d1 + d2, d3 + d4);
-    r[2] = fmaf(4.f, d1 - d2, d4 - d3);
-    r[3] = fmaf(2.f, d3 - d1, d4 - d2);
-    r[4] = fmaf(2.f, d1 - d3, d4 - d2);
-    r[5] = fmaf(4.f, d1, fmaf(-5.f, d3, d5));
-  };
+__device__ __forceinline__ void winograd_transform(const float* raw, float* V, float* U) {
+  using F = WinogradTransforms<T::OT>;
+  constexpr int XI = T::XI;
   for (int e = threadIdx.x; e < T::TB * T::CB; e += T::threads) {
     const int t = e % T::TB, c = e / T::TB, tr = t / T::TW, tx = t % T::TW;
-    const float* p = raw + c * T::XS + 4 * tr * T::RS + 4 + 4 * tx - 1;
-    float r[6][6];  // B^T d
-#pragma unroll
-    for (int j = 0; j < 6; ++j) {
-      float col[6];
-      bt(p[j], p[T::RS + j], p[2 * T::RS + j], p[3 * T::RS + j], p[4 * T::RS + j], p[5 * T::RS + j], col);
-#pragma unroll
-      for (int i = 0; i < 6; ++i) r[i][j] = col[i];
-    }
+    const float* p = raw + c * T::XS + T::OT * tr * T::RS + 4 + T::OT * tx - 1;
     float* v = V + c * T::VS + t;
-#pragma unroll
-    for (int i = 0; i < 6; ++i) {  // (B^T d) B
-      float q[6];
-      bt(r[i][0], r[i][1], r[i][2], r[i][3], r[i][4], r[i][5], q);
-#pragma unroll
-      for (int j = 0; j < 6; ++j) v[(6 * i + j) * T::CB * T::VS] = q[j];
-    }
+    winograd_2d<XI, XI>([](const float* d, float* r) { F::bt(d, r); }, [&](int i, int j) { return p[i * T::RS + j]; },
+                        [&](int i, int j, float q) { v[(XI * i + j) * T::CB * T::VS] = q; });
   }
-  // G applied to g0, g1, g2.
-  auto gm = [](float g0, float g1, float g2, float* r) {
-    r[0] = 0.25f * g0;
-    r[1] = (g0 + g1 + g2) * (-1.f / 6);
-    r[2] = (g0 - g1 + g2) * (-1.f / 6);
-    r[3] = fmaf(1.f / 24, g0, fmaf(1.f / 12, g1, g2 * (1.f / 6)));
-    r[4] = fmaf(1.f / 24, g0, fmaf(-1.f / 12, g1, g2 * (1.f / 6)));
-    r[5] = g2;
-  };
   const float* ws = raw + T::CB * T::XS;
   for (int e = threadIdx.x; e < T::KB * T::CB; e += T::threads) {
     int k, c;
     float g[9];
     winograd_kernel_of<T, Dgrad>(ws, e, k, c, g);
-    float r[6][3];  // G g
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      float col[6];
-      gm(g[j], g[3 + j], g[6 + j], col);
-#pragma unroll
-      for (int i = 0; i < 6; ++i) r[i][j] = col[i];
-    }
     float* u = U + c * T::US + k;
-#pragma unroll
-    for (int i = 0; i < 6; ++i) {  // (G g) G^T
-      float q[6];
-      gm(r[i][0], r[i][1], r[i][2], q);
-#pragma unroll
-      for (int j = 0; j < 6; ++j) u[(6 * i + j) * T::CB * T::US] = q[j];
-    }
+    winograd_2d<3, XI>([](const float* w, float* r) { F::g(w, r); }, [&](int i, int j) { return g[3 * i + j]; },
+                       [&](int i, int j, float q) { u[(XI * i + j) * T::CB * T::US] = q; });
   }
 }
 
@@ -276,8 +248,7 @@ kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [
   for (int step = 0; step < steps; ++step) {
     cp_async_wait<1>();  // this thread's copies of `step` have landed
     __syncthreads();     // everyone's have, and everyone is done with the last step's V and U
-    if constexpr (OT == 2) winograd_transform<T, Dgrad>(raw[step & 1], V, U);
-    else winograd_transform_f4<T, Dgrad>(raw[step & 1], V, U);
+    winograd_transform<T, Dgrad>(raw[step & 1], V, U);
     __syncthreads();     // V and U complete; raw[step & 1] free
     if (step + 2 < steps) winograd_stage<G, T, Dgrad>(raw[step & 1], x, w, n, y_first, k0, step + 2);
     cp_async_commit();
@@ -326,43 +297,20 @@ kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [
     for (int e = threadIdx.x; e < half * TB; e += T::threads) {
       const int t = e % TB, kk = e / TB, k = k0 + h * half + kk;
       constexpr int XI = T::XI;
-      float m[XI][XI];
-#pragma unroll
-      for (int i = 0; i < XI; ++i)
-#pragma unroll
-        for (int j = 0; j < XI; ++j) m[i][j] = O[((XI * i + j) * half + kk) * T::OS + t];
-      // A^T applied to m0 .. m{XI-1}.
-      auto at = [](const float* q, float* r) {
-        if constexpr (OT == 2) {
-          r[0] = q[0] + q[1] + q[2], r[1] = q[1] - q[2] - q[3];
-        } else {
-          const float s12 = q[1] + q[2], d12 = q[1] - q[2], s34 = q[3] + q[4], d34 = q[3] - q[4];
-          r[0] = q[0] + s12 + s34, r[1] = fmaf(2.f, d34, d12), r[2] = fmaf(4.f, s34, s12);
-          r[3] = fmaf(8.f, d34, d12) + q[5];
-        }
-      };
-      float r[OT][XI];  // A^T m
-#pragma unroll
-      for (int j = 0; j < XI; ++j) {
-        float col[XI], res[OT];
-#pragma unroll
-        for (int i = 0; i < XI; ++i) col[i] = m[i][j];
-        at(col, res);
-#pragma unroll
-        for (int i = 0; i < OT; ++i) r[i][j] = res[i];
-      }
+      float o[OT][OT];  // A^T m A
+      winograd_2d<XI, OT>([](const float* q, float* r) { WinogradTransforms<OT>::at(q, r); },
+                          [&](int i, int j) { return O[((XI * i + j) * half + kk) * T::OS + t]; },
+                          [&](int i, int j, float q) { o[i][j] = q; });
       const int ty = rb * T::TR + t / T::TW, tx = t % T::TW;
       const std::size_t first = (std::size_t(n) * G::Out + k) * plane + (OT * ty) * G::OW + OT * tx;
 #pragma unroll
-      for (int i = 0; i < OT; ++i) {  // (A^T m) A
-        float o[OT];
-        at(r[i], o);
+      for (int i = 0; i < OT; ++i) {
         if constexpr (!Dgrad) {
           const float bias = aux[k];
 #pragma unroll
-          for (int j = 0; j < OT; ++j) o[j] = bias + o[j];
+          for (int j = 0; j < OT; ++j) o[i][j] = bias + o[i][j];
         }
-        conv_patch_store<Dgrad, Fn>(y, aux, first + i * G::OW, o);
+        conv_patch_store<Dgrad, Fn>(y, aux, first + i * G::OW, o[i]);
       }
     }
   }
