@@ -1,6 +1,7 @@
 #pragma once
-// FP32 forward of 3×3, stride-1, padding-1 convolutions by Winograd's minimal filtering F(m×m, 3×3),
-// m = 2 or 4: each m×m block of outputs ("tile") of an output channel k is
+// FP32 forward and backward data (the forward of the layer turned around: launch_conv_winograd_dgrad)
+// of 3×3, stride-1, padding-1 convolutions by Winograd's minimal filtering F(m×m, 3×3), m = 2 or 4:
+// each m×m block of outputs ("tile") of an output channel k is
 // A^T [Σ_c (G g_kc G^T) ⊙ (B^T d_c B)] A, where d_c is the (m+2)×(m+2) input patch under the tile in
 // channel c and g_kc the 3×3 kernel. The (m+2)² products ⊙ are independent GEMMs (one per position ξ of
 // the transformed tile) that reduce over the channels: per output and input channel 16/4 = 4
