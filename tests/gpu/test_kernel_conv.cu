@@ -81,14 +81,6 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     DeviceBuffer<float> d_x(x), d_dy(dy), d_y(ny), d_dx(nx);
 
     // Runs `launch` on poisoned outputs, checks `out` against `ref`, returns what it wrote.
-    auto run = [&](auto&& launch, DeviceBuffer<float>& out, const std::vector<float>& ref, const char* q) {
-      out.poison();
-      launch();
-      stream.sync();
-      std::vector<float> got = out.download();
-      t(close_sum(got, ref, label(batch, q)));
-      return got;
-    };
     // The Winograd kernel with 4 × 4 tiles: its transforms scale partial values by up to 5 (B^T) and 8
     // (A^T) along each axis, so its rounding error is about ten times the GEMM's (1e-5 of the largest
     // output measured on these layers): an absolute allowance of 1e-4 of the largest output instead of
@@ -96,10 +88,31 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     auto close_winograd4 = [&](const std::vector<float>& got, const std::vector<float>& ref, const char* q) {
       return t(close(got, ref, label(batch, q), 1e-4, 1e-4 * max_abs(ref)));
     };
+    // Runs `launch` on poisoned outputs, checks `out` against `ref` (winograd4: with that allowance),
+    // returns what it wrote.
+    auto run = [&](auto&& launch, DeviceBuffer<float>& out, const std::vector<float>& ref, const char* q,
+                   bool winograd4 = false) {
+      out.poison();
+      launch();
+      stream.sync();
+      std::vector<float> got = out.download();
+      if (winograd4) close_winograd4(got, ref, q);
+      else t(close_sum(got, ref, label(batch, q)));
+      return got;
+    };
+    // The tiles the rule's Winograd kernel takes for the forward and backward data (0: none).
+    const int fwd_tile = [&] {
+      if constexpr (winograd) return kernels::conv_winograd_tile<G>(batch);
+      else return 0;
+    }();
+    const int dgrad_tile = [&] {
+      if constexpr (winograd_dgrad) return kernels::conv_winograd_tile<kernels::ConvWinogradDgradDims<G>>(batch);
+      else return 0;
+    }();
 
     // Forward: the rule, each family, each GEMM tile; all sum bias + taps in (c, ky, kx) order.
     const auto y_rule = run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref,
-                            "forward (rule)");
+                            "forward (rule)", fwd_tile == 4);
     using Wide = kernels::ConvGemmWide<Fwd::M>;
     using Narrow = kernels::ConvGemmNarrow<Fwd::M>;
     const auto y_wide = run([&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(
@@ -135,15 +148,12 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                     y_wino, "forward Winograd with ReLU = ReLU(Winograd)");
       std::vector<float> y_wino4;
       if constexpr (winograd4) {
-        d_y.poison();
-        kernels::launch_conv_winograd<G, identity_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
-        stream.sync();
-        y_wino4 = d_y.download();
-        close_winograd4(y_wino4, y_ref, "forward Winograd 4x4 tiles");
+        y_wino4 = run([&] { kernels::launch_conv_winograd<G, identity_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                      d_y, y_ref, "forward Winograd 4x4 tiles", true);
         relu_in_store([&] { kernels::launch_conv_winograd<G, relu_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                       y_wino4, "forward Winograd 4x4 with ReLU = ReLU(Winograd 4x4)");
       }
-      const int tile = kernels::conv_winograd_tile<G>(batch);
+      const int tile = fwd_tile;
       rule_winograd = tile != 0;
       if (tile == 2) t(same_bits(y_rule, y_wino, label(batch, "forward (rule: Winograd) = Winograd")));
       if (tile == 4) {
@@ -185,7 +195,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       t(same_bits(std::vector<float>(off.begin() + 1, off.end()), y_direct,
                   label(batch, "forward direct, output not 16-byte aligned")));
     }
-    run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref, "forward (rule), again");
+    run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y, y_ref, "forward (rule), again",
+        fwd_tile == 4);
     t(same_bits(d_y.download(), y_rule, label(batch, "forward (rule), second run")));
     {  // ReLU in the epilogue of the rule's kernel (direct, patch or GEMM): ReLU(forward) to the bit
       d_y.poison();
@@ -197,26 +208,17 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     }
 
     // Backward data: the implicit-GEMM family's rule (Winograd, patch or GEMM), then each kernel.
-    const int dgrad_tile = [&] {
-      if constexpr (winograd_dgrad) return kernels::conv_winograd_tile<kernels::ConvWinogradDgradDims<G>>(batch);
-      else return 0;
-    }();
-    d_dx.poison();
-    Dev::template backward_data_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_dy.ptr, d_dx.ptr, batch);
-    stream.sync();
-    const auto dx_gemm = d_dx.download();
-    if (dgrad_tile == 4) close_winograd4(dx_gemm, dx_ref, "backward data (family rule: Winograd 4x4)");
-    else t(close_sum(dx_gemm, dx_ref, label(batch, "backward data (family rule)")));
+    const auto dx_gemm = run([&] { Dev::template backward_data_with<ConvAlgo::implicit_gemm>(ctx, d_w.ptr, d_dy.ptr,
+                                                                                             d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data (family rule)", dgrad_tile == 4);
     if constexpr (winograd_dgrad) {
       const auto dx_wino = run([&] { kernels::launch_conv_winograd_dgrad<G>(stream.s, d_w.ptr, d_dy.ptr, nullptr, d_dx.ptr, batch); },
                                d_dx, dx_ref, "backward data Winograd");
       if (dgrad_tile == 2) t(same_bits(dx_gemm, dx_wino, label(batch, "backward data (rule: Winograd) = Winograd")));
       if constexpr (winograd_dgrad4) {
-        d_dx.poison();
-        kernels::launch_conv_winograd_dgrad<G, identity_fn, 4>(stream.s, d_w.ptr, d_dy.ptr, nullptr, d_dx.ptr, batch);
-        stream.sync();
-        const auto dx_wino4 = d_dx.download();
-        close_winograd4(dx_wino4, dx_ref, "backward data Winograd 4x4 tiles");
+        const auto dx_wino4 = run([&] { kernels::launch_conv_winograd_dgrad<G, identity_fn, 4>(stream.s, d_w.ptr, d_dy.ptr,
+                                                                                               nullptr, d_dx.ptr, batch); },
+                                  d_dx, dx_ref, "backward data Winograd 4x4 tiles", true);
         if (dgrad_tile == 4) t(same_bits(dx_gemm, dx_wino4, label(batch, "backward data (rule: Winograd 4x4) = Winograd 4x4")));
       }
     }
@@ -356,7 +358,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     Dev::backward(ctx, d_w.ptr, d_x.ptr, nullptr, d_dy.ptr, d_dx.ptr, d_dw.ptr, d_db.ptr, batch);
     stream.sync();
     const std::vector<float> dx = d_dx.download(), dw = d_dw.download(), db = d_db.download();
-    t(close_sum(dx, dx_ref, label(batch, "backward (rule) dx")));
+    if (dgrad_tile == 4) close_winograd4(dx, dx_ref, "backward (rule: Winograd 4x4) dx");
+    else t(close_sum(dx, dx_ref, label(batch, "backward (rule) dx")));
     t(close_sum(dw, dw_ref, label(batch, "backward (rule) dw")));
     t(close_sum(db, db_ref, label(batch, "backward (rule) db")));
     if (Dev::dgrad_algo == ConvAlgo::implicit_gemm) t(same_bits(dx, dx_gemm, label(batch, "backward (rule) dx = GEMM")));
