@@ -189,11 +189,14 @@ void bench(const char* name, std::initializer_list<int> batches) {
     // tile and split rule); "gemm(auto tile)": the GEMM's own rule.
     constexpr bool wino = kernels::conv_winograd_fits<G>(), wino4 = kernels::conv_winograd_fits<G, 4>();
     const int wino_tile = wino ? kernels::conv_winograd_tile<G>(n) : 0;
-    const char* fwd_rule = wino_tile == 4 ? "family rule (winograd 4x4)"
-                           : wino_tile    ? "family rule (winograd 2x2)"
-                           : patch        ? "family rule (patch)"
-                                          : "family rule (gemm)";
-    fwd(fwd_rule, fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+    // The family rule's kernel: Winograd with tiles of `tile` (0: none), else a patch kernel or the GEMM.
+    auto family_rule = [](int tile, bool patch_fits) {
+      return tile == 4 ? "family rule (winograd 4x4)"
+             : tile    ? "family rule (winograd 2x2)"
+             : patch_fits ? "family rule (patch)"
+                          : "family rule (gemm)";
+    };
+    fwd(family_rule(wino_tile, patch), fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
     if constexpr (wino)
       fwd("winograd F(2x2,3x3)", false, [&] { kernels::launch_conv_winograd<G>(s, w.p, b.p, x.p, y.p, n); });
     if constexpr (wino4)
@@ -222,11 +225,7 @@ void bench(const char* name, std::initializer_list<int> batches) {
     constexpr bool wino_dgrad = kernels::conv_winograd_dgrad_fits<G>();
     using GD = kernels::ConvWinogradDgradDims<G>;  // the layer turned around
     const int dgrad_tile = wino_dgrad ? kernels::conv_winograd_tile<GD>(n) : 0;
-    dgr(dgrad_tile == 4 ? "family rule (winograd 4x4)"
-        : dgrad_tile    ? "family rule (winograd 2x2)"
-        : patch || patch_s2 ? "family rule (patch)"
-                            : "family rule (gemm)",
-        dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
+    dgr(family_rule(dgrad_tile, patch || patch_s2), dg, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
     if constexpr (wino_dgrad) {
       dgr("winograd F(2x2,3x3)", false, [&] { kernels::launch_conv_winograd_dgrad<G>(s, w.p, dy.p, nullptr, dx.p, n); });
       if constexpr (kernels::conv_winograd_fits<GD, 4>())

@@ -153,10 +153,9 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
         relu_in_store([&] { kernels::launch_conv_winograd<G, relu_fn, 4>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                       y_wino4, "forward Winograd 4x4 with ReLU = ReLU(Winograd 4x4)");
       }
-      const int tile = fwd_tile;
-      rule_winograd = tile != 0;
-      if (tile == 2) t(same_bits(y_rule, y_wino, label(batch, "forward (rule: Winograd) = Winograd")));
-      if (tile == 4) {
+      rule_winograd = fwd_tile != 0;
+      if (fwd_tile == 2) t(same_bits(y_rule, y_wino, label(batch, "forward (rule: Winograd) = Winograd")));
+      if (fwd_tile == 4) {
         t(same_bits(y_rule, y_wino4, label(batch, "forward (rule: Winograd 4x4) = Winograd 4x4")));
         // Into an output only 8-byte aligned, the rule takes the 2 × 2 tiles (their stores are 8 bytes).
         DeviceBuffer<float> d_y_off(ny + 2);

@@ -202,12 +202,7 @@ void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const floa
 template <class G, class Fn>
 void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
                                   int batch) {
-  if constexpr (conv_winograd_fits<G, 2>()) {
-    const int tile = conv_winograd_tile<G>(batch);
-    if constexpr (conv_winograd_fits<G, 4>())
-      if (tile == 4 && conv_patch_fp32_aligned(w, x, y)) return launch_conv_winograd<G, Fn, 4>(stream, w, b, x, y, batch);
-    if (tile != 0 && conv_patch_aligned(w, x, y)) return launch_conv_winograd<G, Fn, 2>(stream, w, b, x, y, batch);
-  }
+  if (launch_conv_winograd_rule<G, Fn, false>(stream, w, b, x, y, batch)) return;
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
   launch_conv_gemm_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
@@ -228,18 +223,8 @@ template <class G, class Fn>
 bool launch_conv_fp32_dgrad_act(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
                                 int batch) {
   if (!conv_patch_fp32_aligned(w, dy, dx) || !aligned_to(below, 16)) return false;
-  if constexpr (conv_winograd_dgrad_fits<G>()) {
-    const int tile = conv_winograd_tile<ConvWinogradDgradDims<G>>(batch);
-    if constexpr (conv_winograd_fits<ConvWinogradDgradDims<G>, 4>())
-      if (tile == 4) {
-        launch_conv_winograd_dgrad<G, Fn, 4>(stream, w, dy, below, dx, batch);
-        return true;
-      }
-    if (tile == 2) {
-      launch_conv_winograd_dgrad<G, Fn, 2>(stream, w, dy, below, dx, batch);
-      return true;
-    }
-  }
+  if constexpr (conv_winograd_dgrad_fits<G>())
+    if (launch_conv_winograd_rule<ConvWinogradDgradDims<G>, Fn, true>(stream, w, below, dy, dx, batch)) return true;
   if constexpr (conv_patch_fp32_fits<G>()) {
     launch_conv_patch_fp32_auto<ConvPatchDgrad<G>, Fn>(stream, w, below, dy, dx, batch);
     return true;

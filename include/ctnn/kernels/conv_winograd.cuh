@@ -304,15 +304,15 @@ kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [
                           [&](int i, int j, float q) { o[i][j] = q; });
       const int ty = rb * T::TR + t / T::TW, tx = t % T::TW;
       const std::size_t first = (std::size_t(n) * G::Out + k) * plane + (OT * ty) * G::OW + OT * tx;
+      if constexpr (!Dgrad) {  // (backward data: no bias; aux is Fn's output)
+        const float bias = aux[k];
 #pragma unroll
-      for (int i = 0; i < OT; ++i) {
-        if constexpr (!Dgrad) {
-          const float bias = aux[k];
+        for (int i = 0; i < OT; ++i)
 #pragma unroll
           for (int j = 0; j < OT; ++j) o[i][j] = bias + o[i][j];
-        }
-        conv_patch_store<Dgrad, Fn>(y, aux, first + i * G::OW, o[i]);
       }
+#pragma unroll
+      for (int i = 0; i < OT; ++i) conv_patch_store<Dgrad, Fn>(y, aux, first + i * G::OW, o[i]);
     }
   }
 }
@@ -381,6 +381,27 @@ template <class G, class Fn = identity_fn, int OT = 2>
 void launch_conv_winograd_dgrad(cudaStream_t stream, const float* w, const float* dy, const float* below, float* dx,
                                 int batch) {
   launch_winograd_kernel<ConvWinogradDgradDims<G>, OT, Fn, true>(stream, w, below, dy, dx, batch);
+}
+
+// The rule's launch (forward, or with Dgrad the backward data, G then the turned layer's dims): the
+// tiles conv_winograd_tile takes, 4 × 4 only into a 16-byte aligned y (else 2 × 2). False, having
+// launched nothing, where the rule takes no Winograd kernel or the pointers are not aligned for it.
+template <class G, class Fn, bool Dgrad>
+bool launch_conv_winograd_rule(cudaStream_t stream, const float* w, const float* aux, const float* x, float* y,
+                               int batch) {
+  if constexpr (!conv_winograd_fits<G, 2>()) {
+    return false;
+  } else {
+    const int tile = conv_winograd_tile<G>(batch);
+    if constexpr (conv_winograd_fits<G, 4>())
+      if (tile == 4 && conv_patch_fp32_aligned(w, x, y)) {
+        launch_winograd_kernel<G, 4, Fn, Dgrad>(stream, w, aux, x, y, batch);
+        return true;
+      }
+    if (tile == 0 || !conv_patch_aligned(w, x, y)) return false;
+    launch_winograd_kernel<G, 2, Fn, Dgrad>(stream, w, aux, x, y, batch);
+    return true;
+  }
 }
 
 }  // namespace ctnn::kernels
