@@ -52,10 +52,11 @@ const char* math_name(ctnn::Math m) { return m == ctnn::Math::tf32 ? "tf32" : "f
 
 template <class Net>
 void bench(const char* name, const std::vector<int>& batches, int epochs, const ctnn::Dataset& train,
-           const ctnn::Dataset& test, std::uint64_t seed, ctnn::Math math) {
+           const ctnn::Dataset& test, std::uint64_t seed, ctnn::Math math, bool serial_weight_gradients) {
   for (const int batch : batches) {
     ctnn::Trainer<Net, ctnn::cuda, max_batch> trainer(seed);
     trainer.set_math(math);
+    trainer.network().set_concurrent_weight_gradients(!serial_weight_gradients);
     ctnn::TrainOptions o;
     o.epochs = 1 + epochs;
     o.batch = batch;
@@ -68,8 +69,9 @@ void bench(const char* name, const std::vector<int>& batches, int epochs, const 
     };
     trainer.fit(train, o);
     const auto nodes = trainer.step_graph_nodes();
-    std::printf("%-8s train  %s  batch %4d  epoch_s %.4f  step_nodes %zu kernels + %zu copies\n", name,
-                math_name(math), batch, median(seconds), nodes.kernels, nodes.copies);
+    std::printf("%-8s train  %s  batch %4d  epoch_s %.4f  step_nodes %zu kernels + %zu copies%s\n", name,
+                math_name(math), batch, median(seconds), nodes.kernels, nodes.copies,
+                serial_weight_gradients ? "  (weight gradients serial)" : "");
     std::fflush(stdout);
   }
 
@@ -129,6 +131,10 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs, "timed epochs (after 1 warm-up)")->capture_default_str()->check(CLI::Range(1, 100));
   app.add_option("--seed", seed, "seed")->capture_default_str();
   app.add_option("--math", maths, "fp32, tf32 or both (fp32,tf32)")->delimiter(',')->check(CLI::IsMember({"fp32", "tf32"}));
+  bool serial_weight_gradients = false;
+  app.add_flag("--serial-weight-gradients", serial_weight_gradients,
+               "train with the weight gradients on the network's stream after the data gradients, not on a "
+               "second stream beside them (for comparison)");
   CLI11_PARSE(app, argc, argv);
   try {
     int device = 0;
@@ -139,8 +145,8 @@ int main(int argc, char** argv) {
     const ctnn::Dataset train = synthetic(images, seed), test = synthetic(10000, seed + 1);
     for (const std::string& m : maths) {
       const ctnn::Math math = m == "tf32" ? ctnn::Math::tf32 : ctnn::Math::fp32;
-      bench<cifar::Vgg>("vgg", batches, epochs, train, test, seed, math);
-      bench<cifar::Strided>("strided", batches, epochs, train, test, seed, math);
+      bench<cifar::Vgg>("vgg", batches, epochs, train, test, seed, math, serial_weight_gradients);
+      bench<cifar::Strided>("strided", batches, epochs, train, test, seed, math, serial_weight_gradients);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cifar_bench: %s\n", e.what());

@@ -77,6 +77,7 @@ struct Options {
   int latency_iters = 1000;
   std::size_t limit = 0;  // training images per epoch, 0: all
   bool quick = false;
+  bool serial_weight_gradients = false;  // CudaNetwork::set_concurrent_weight_gradients(false)
 };
 
 // The command line, through CLI11: --help lists every option; a bad value exits with status 2.
@@ -111,6 +112,9 @@ Options parse_options(int argc, char** argv) {
   auto* limit = app.add_option("--limit", o.limit, "train on the first N images only (0: all 60,000)")
                     ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 31))
                     ->capture_default_str();
+  app.add_flag("--serial-weight-gradients", o.serial_weight_gradients,
+               "train with the weight gradients on the network's stream after the data gradients, not on a "
+               "second stream beside them (for comparison)");
   app.add_flag("--quick", o.quick, "smoke test: --epochs 1 --limit 2048 --infer-runs 3 --latency-iters 100");
   try {
     app.parse(argc, argv);
@@ -207,6 +211,7 @@ struct TrainRun {
 TrainRun train(const Options& o, int batch, const ctnn::Dataset& train_set, const ctnn::Dataset& test_set,
                std::unique_ptr<Trainer>& trainer) {
   trainer = std::make_unique<Trainer>(o.seed);
+  trainer->network().set_concurrent_weight_gradients(!o.serial_weight_gradients);
   ctnn::TrainOptions t;
   t.epochs = 1 + o.epochs;  // the first is the warm-up
   t.batch = batch;

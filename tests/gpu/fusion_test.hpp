@@ -7,7 +7,8 @@
 //   2. training: the loss of each sample, every parameter gradient, the gradient at each group's input,
 //      the padding between gradient tensors left at zero; the conv groups' outputs bitwise equal to
 //      the layer-by-layer forward's (the same sums in the same order); a second pass gives the same
-//      bits (the in-kernel reductions' counters are back at zero, their order fixed).
+//      bits (the in-kernel reductions' counters are back at zero, their order fixed), and so does one
+//      with the weight gradients on the network's stream instead of its second one.
 // The host backward starts from the device's activations (those of the layer-by-layer forward,
 // replaced by the fused pass's where it wrote any), so that a ReLU or max-pool decision that rounding
 // tipped the other way cannot make the gradients disagree; the forward itself is compared in 1.
@@ -263,6 +264,17 @@ int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int
     gpu.loss_pass_fused(batch, Mode::train, run, true);
     gpu.synchronize();
     t(ctnn_test::same_bits(gpu.gradients(), grads, (tag + "a second pass gives the same gradients").c_str()));
+
+    // With the weight gradients on stream() after the data gradients, not on the second stream beside
+    // them: the same bits again.
+    poison_all();
+    gpu.set_concurrent_weight_gradients(false);
+    gpu.upload_input(x.data(), batch);
+    gpu.loss_pass_fused(batch, Mode::train, run, true);
+    gpu.synchronize();
+    gpu.set_concurrent_weight_gradients(true);
+    t(ctnn_test::same_bits(gpu.gradients(), grads,
+                           (tag + "the weight gradients one after another on one stream give the same bits").c_str()));
   }
   return total_folds;
 }

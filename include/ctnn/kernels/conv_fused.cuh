@@ -252,6 +252,14 @@ struct cuda_conv_group {
   // null, dx.
   static void backward(const CudaContext& ctx, const float* w, const float* x, const float* y, const float* dy,
                        const void* keep, float* dx, float* dw, float* db, int batch) {
+    backward_weights(ctx, x, y, dy, keep, dw, db, batch);
+    if (dx) backward_data(ctx, w, y, dy, keep, dx, batch);
+  }
+
+  // dw and db, through ctx.workspace and ctx.tickets (the network runs this on its second stream,
+  // beside backward_data).
+  static void backward_weights(const CudaContext& ctx, const float* x, const float* y, const float* dy,
+                               const void* keep, float* dw, float* db, int batch) {
     kernels::check_batch(batch, "Conv group backward");
     kernels::check_workspace(ctx, workspace_floats(batch), "Conv group backward", batch);
     if (Wg::units(batch) > 0x7fffffffLL)
@@ -266,7 +274,13 @@ struct cuda_conv_group {
         x, grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets, int(Wg::units(batch)), dw,
         db);
     CTNN_CHECK_LAUNCH();
-    if (!dx) return;
+  }
+
+  // dx; no workspace.
+  static void backward_data(const CudaContext& ctx, const float* w, const float* y, const float* dy,
+                            const void* keep, float* dx, int batch) {
+    kernels::check_batch(batch, "Conv group backward");
+    const Grad grad{dy, y, keep};
     if constexpr (kernels::conv_dgrad_by_flip<G>()) {
       using Cfg = kernels::ConvDirectFlipped<DG>;
       const unsigned g = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);

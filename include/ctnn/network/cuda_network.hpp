@@ -1,8 +1,9 @@
 #pragma once
 // CudaNetwork<Net, MaxBatch>: the CUDA backend for a whole network. It owns one device arena (a
 // single cudaMalloc at construction, sized at compile time from the buffer plan and MaxBatch), a
-// stream and a cuBLAS handle bound to it. forward/backward only enqueue work on that stream: they
-// neither allocate nor synchronise, so a training step can be captured as a CUDA graph. What training
+// stream and a cuBLAS handle bound to it, and a second stream on which the fused backward runs weight
+// gradients (it forks from the first and joins it again within the pass). forward/backward only enqueue
+// work: they neither allocate nor synchronise, so a training step can be captured as a CUDA graph. What training
 // adds (optimizer state, labels, losses) belongs to the trainer, not here.
 //
 // Arena layout (byte offsets, each region starting on a 256-byte boundary):
@@ -22,6 +23,8 @@
 //                                        NVIDIA's recommendation for Hopper
 //   tickets    unsigned counters         for kernels that finish their split reductions themselves
 //                                        (kernels/reduce.cuh); zero between launches
+//   side workspace, side tickets         the same again, for the weight gradients that the fused
+//                                        backward runs on a second stream (see loss_pass_fused)
 //
 // Two ways to run it: layer by layer (forward, backward: every activation slot and gradient written,
 // what the tests compare layer by layer), or by the fusion plan (network/fusion.hpp: forward_fused,
@@ -343,8 +346,11 @@ class CudaNetwork {
       saved_at + detail::align_bytes(plan::saved_floats(std::size_t(MaxBatch)) * sizeof(float));
   static constexpr std::size_t cublas_at = workspace_at + detail::align_bytes(workspace_floats * sizeof(float));
   static constexpr std::size_t tickets_at = cublas_at + detail::align_bytes(cublas_workspace_bytes);
+  static constexpr std::size_t side_workspace_at = tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
+  static constexpr std::size_t side_tickets_at =
+      side_workspace_at + detail::align_bytes(workspace_floats * sizeof(float));
   // Total device memory of the arena (for the model card).
-  static constexpr std::size_t arena_bytes = tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
+  static constexpr std::size_t arena_bytes = side_tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
 
   // Parameters and state from init_parameters<Net>(seed) on the host, so that the host backend starts
   // from the same weights for the same seed. Throws ctnn::cuda_error when there is no CUDA device.
@@ -352,6 +358,9 @@ class CudaNetwork {
     detail::require_cuda_device();
     try {
       CTNN_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+      CTNN_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+      CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+      CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
       CTNN_CUDA_CHECK(cudaMalloc(&arena_, arena_bytes));
       CTNN_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
       CTNN_CUBLAS_CHECK(cublasSetStream(ctx_.blas, ctx_.stream));
@@ -395,6 +404,11 @@ class CudaNetwork {
     ctx_.math = math;
   }
   Math math() const { return ctx_.math; }
+  // Whether the fused backward (loss_pass_fused) runs weight gradients on a second stream, beside the
+  // data gradients they do not feed (the default), or everything on stream() one kernel after another.
+  // The results are the same bits either way; the switch is for measuring (docs/fusion.md).
+  void set_concurrent_weight_gradients(bool on) { concurrent_weight_gradients_ = on; }
+  bool concurrent_weight_gradients() const { return concurrent_weight_gradients_; }
   // Where layers that draw random numbers find the training step's number and the run's seed (see
   // CudaContext::step); set by the trainer before it captures a step.
   void set_random(const std::uint64_t* device_step, std::uint64_t seed) {
@@ -505,8 +519,10 @@ class CudaNetwork {
     }
     if (!backward) return;
     grad_folded_.fill(false);
+    side_forked_ = false;
     group_backward<tg>(batch, top, chain_done);
     kernels::static_for<int(tg)>([&](auto g) { group_backward<tg - 1 - decltype(g)::value>(batch, top, false); });
+    join_side();
   }
 
   // Whether the last fused backward (loss_pass_fused) folded the backward of activation layer i − 1
@@ -702,20 +718,58 @@ class CudaNetwork {
   // Layer i of the fused backward, layers above `top` skipped: as backward_layer, except that a layer
   // that folds the backward of the activation below it does so where that activation runs layer by
   // layer (its group is not fused at this batch) and the kernel has the epilogue (grad_folded); the
-  // activation's own backward then launches nothing.
+  // activation's own backward then launches nothing. A Conv's weight gradient goes to weights_context(i),
+  // its data gradient to stream().
   template <std::size_t i>
   void backward_layer_folding(int batch, std::size_t top) {
     if constexpr (is_activation_layer_v<typename Net::template layer_at<i>>)
       if (grad_folded_[i + 1]) return;
-    if constexpr (folds_activation_below<i>()) {
-      if (i <= top && !runs_fused<fusion::group_of(i - 1)>(batch)) {
-        using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
-        grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
-            ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
-        if (grad_folded_[i]) return backward_layer<i>(batch, top, false);  // the weight gradients
+    if constexpr (detail::is_conv_layer<typename Net::template layer_at<i>>::value) {
+      if constexpr (i > 0)
+        if (i > top) return;
+      layer_kernels<i>::template backward_weights_with<ConvAlgo::automatic>(
+          weights_context(i), activation(i), activation_grad(i + 1), grads() + plan::weight_offset[i],
+          grads() + plan::bias_offset[i], batch);
+      if constexpr (i == 0) return;
+      if constexpr (folds_activation_below<i>()) {
+        if (!runs_fused<fusion::group_of(i - 1)>(batch)) {
+          using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
+          grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
+              ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
+          if (grad_folded_[i]) return;
+        }
       }
+      layer_kernels<i>::template backward_data_with<ConvAlgo::automatic>(
+          ctx_, params() + plan::weight_offset[i], activation_grad(i + 1), activation_grad(i), batch);
+    } else {
+      backward_layer<i>(batch, top);
     }
-    backward_layer<i>(batch, top);
+  }
+
+  // The context for the weight gradient of layer i in the fused backward: the second stream, once it has
+  // waited for everything enqueued on stream() so far, with its own workspace and tickets (the data
+  // gradients running beside it on stream() use the first ones). Its kernels use no cuBLAS. Layer 0's
+  // stays on stream(): no data gradient follows it, and there it need not queue behind the second
+  // stream's. With concurrent_weight_gradients off: ctx_ itself.
+  CudaContext weights_context(std::size_t i) {
+    if (!concurrent_weight_gradients_ || i == 0) return ctx_;
+    CTNN_CUDA_CHECK(cudaEventRecord(fork_, ctx_.stream));
+    CTNN_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+    side_forked_ = true;
+    CudaContext side = ctx_;
+    side.stream = side_stream_;
+    side.blas = nullptr;
+    side.blas_lt = nullptr;
+    side.workspace = region<float>(side_workspace_at);
+    side.tickets = region<unsigned>(side_tickets_at);
+    return side;
+  }
+  // stream() waits for the second stream's work (the end of the fused backward).
+  void join_side() {
+    if (!side_forked_) return;
+    CTNN_CUDA_CHECK(cudaEventRecord(join_, side_stream_));
+    CTNN_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, join_, 0));
+    side_forked_ = false;
   }
 
   // Backward of group g from the gradient at its output (layers above `top` skipped); a chain whose
@@ -731,10 +785,12 @@ class CudaNetwork {
       // (unreachable: runs_fused is false for a group without kernels)
     } else if constexpr (grp.kind == GroupKind::conv) {
       constexpr std::size_t i = grp.first;
-      K::backward(ctx_, params() + plan::weight_offset[i], activation(i), activation(grp.last + 1),
-                  activation_grad(grp.last + 1), K::keeps ? activation(grp.last) : nullptr,
-                  i == 0 ? nullptr : activation_grad(i), grads() + plan::weight_offset[i],
-                  grads() + plan::bias_offset[i], batch);
+      const float* dy = activation_grad(grp.last + 1);
+      const void* keep = K::keeps ? activation(grp.last) : nullptr;
+      K::backward_weights(weights_context(i), activation(i), activation(grp.last + 1), dy, keep,
+                          grads() + plan::weight_offset[i], grads() + plan::bias_offset[i], batch);
+      if (i > 0) K::backward_data(ctx_, params() + plan::weight_offset[i], activation(grp.last + 1), dy, keep,
+                                  activation_grad(i), batch);
     } else {
       if (!chain_done) K::template run<kernels::NoLoss, true>(ctx_, chain_args<g>(batch), {});
       using C = detail::chain_group_of<Net, grp.first, grp.last>;
@@ -749,7 +805,7 @@ class CudaNetwork {
         a.db[l] = grads() + plan::bias_offset[d];
       });
       a.batch = batch;
-      K::weights(ctx_, a);
+      K::weights(weights_context(grp.first), a);
     }
   }
 
@@ -790,6 +846,12 @@ class CudaNetwork {
 
   void release() noexcept {
     if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+    if (side_stream_) cudaStreamSynchronize(side_stream_);
+    if (fork_) cudaEventDestroy(fork_);
+    if (join_) cudaEventDestroy(join_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
+    fork_ = join_ = nullptr;
+    side_stream_ = nullptr;
     if (ctx_.blas_lt) cublasLtDestroy(ctx_.blas_lt);
     if (ctx_.blas) cublasDestroy(ctx_.blas);
     if (arena_) cudaFree(arena_);
@@ -799,6 +861,10 @@ class CudaNetwork {
   }
 
   CudaContext ctx_{};
+  cudaStream_t side_stream_ = nullptr;  // the weight gradients of the fused backward (weights_context)
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  bool side_forked_ = false;  // the second stream has work that stream() has not yet waited for
+  bool concurrent_weight_gradients_ = true;
   std::array<bool, L + 1> grad_folded_{};  // see grad_folded
   std::uint64_t seed_ = 0;
   std::byte* arena_ = nullptr;
