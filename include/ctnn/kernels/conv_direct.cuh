@@ -101,8 +101,22 @@ struct ConvDirect {
   // A forward with few input channels (an RGB stem: 27 taps a pixel, its time in the issue of
   // instructions, not in memory) has a thread compute `rx` neighbouring pixels of a row for 8
   // channels: per input row it loads the rx + K − 1 inputs once, and per tap two float4 weight loads
-  // feed 8·rx FMAs (89% of its instructions at rx = 4, K = 3; 67% for one pixel, 4 channels).
-  static constexpr int rx = PQ == 1 && !Sliced && G::C <= 4 && G::Out % 8 == 0 && G::OW % 4 == 0 ? 4 : 1;
+  // feed 8·rx FMAs (89% of its instructions at rx = 4, K = 3; 67% for one pixel, 4 channels). So does
+  // the backward data (Sliced), with rx the widest of 4 and 2 that divides a row: one pixel a thread
+  // left it waiting on shared-memory loads (LeNet-5's conv2: 3 loads per 6 FMAs; docs/conv_kernels.md).
+#ifdef CTNN_FLIP_RX_MAX  // (for measuring)
+  static constexpr int flip_rx_max = CTNN_FLIP_RX_MAX;
+#else
+  static constexpr int flip_rx_max = 4;
+#endif
+  static constexpr int widest_rx_dividing_a_row() {
+    int r = flip_rx_max;
+    while (r > 1 && G::OW % r != 0) --r;
+    return r;
+  }
+  static constexpr int rx = PQ != 1 ? 1
+                            : Sliced ? widest_rx_dividing_a_row()
+                                     : (G::C <= 4 && G::Out % 8 == 0 && G::OW % 4 == 0 ? 4 : 1);
   static constexpr int ocpt = G::Out <= 8 ? G::Out : rx > 1 ? 8 : 4;  // output channels per thread
   static constexpr int groups = ceil_div(G::Out, ocpt);  // channel groups per pixel
   static constexpr int oc_padded = groups * ocpt;
@@ -204,15 +218,22 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
     const auto [g, ty, qx] = item_at(item);
     const int qy = qy0 + ty;
     if (qy >= Cfg::QH) continue;  // last tile may be short
-    if constexpr (Cfg::rx > 1) {  // rx pixels of a row (PQ = 1, one slice): see ConvDirect
+    if constexpr (Cfg::rx > 1) {  // rx pixels of a row (PQ = 1): see ConvDirect
       constexpr int RX = Cfg::rx, SPAN = (RX - 1) * S + (K - 1) * D + 1;
       float acc[RX][OCPT];
 #pragma unroll
-      for (int r = 0; r < RX; ++r) load_shared(b_s + g * OCPT, acc[r]);
+      for (int r = 0; r < RX; ++r) {
+        if (slice == 0) load_shared(b_s + g * OCPT, acc[r]);
+        else
+#pragma unroll
+          for (int j = 0; j < OCPT; ++j) acc[r][j] = 0.f;
+      }
       const float* in_p = in_s + ty * S * IC + qx * RX * S;
       const float* w_g = w_s + g * G::CKK * OCPT;
 #pragma unroll
-      for (int c = 0; c < C; ++c) {
+      for (int ci = 0; ci < Cfg::c_per_slice; ++ci) {
+        const int c = c_lo + ci;
+        if (CS > 1 && c >= c_hi) break;
 #pragma unroll
         for (int ky = 0; ky < K; ++ky) {
           float v[SPAN];
@@ -229,7 +250,15 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
           }
         }
       }
-      st.template row<RX>(n, g * OCPT, qy, qx * RX, acc);
+      if constexpr (CS == 1) {
+        st.template row<RX>(n, g * OCPT, qy, qx * RX, acc);
+      } else {
+        float* part = part_s + (slice * Cfg::items + item) * Cfg::acc_floats;
+#pragma unroll
+        for (int r = 0; r < RX; ++r)
+#pragma unroll
+          for (int j = 0; j < OCPT; ++j) part[r * OCPT + j] = acc[r][j];
+      }
     } else {
       float acc[PQ * PQ][OCPT];
 #pragma unroll
@@ -276,9 +305,10 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
       const auto [g, ty, qx] = item_at(item);
       const int qy = qy0 + ty;
       if (qy >= Cfg::QH) continue;
-      float acc[PQ * PQ][OCPT];
+      constexpr int Q = PQ * PQ * Cfg::rx;  // PQ × PQ pixels, or rx of a row
+      float acc[Q][OCPT];
 #pragma unroll
-      for (int q = 0; q < PQ * PQ; ++q)
+      for (int q = 0; q < Q; ++q)
 #pragma unroll
         for (int j = 0; j < OCPT; ++j) {
           float v = part_s[item * Cfg::acc_floats + q * OCPT + j];
@@ -286,7 +316,8 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
           for (int sl = 1; sl < CS; ++sl) v += part_s[(sl * Cfg::items + item) * Cfg::acc_floats + q * OCPT + j];
           acc[q][j] = v;
         }
-      st(n, g * OCPT, qy, qx, acc);
+      if constexpr (Cfg::rx > 1) st.template row<Cfg::rx>(n, g * OCPT, qy, qx * Cfg::rx, acc);
+      else st(n, g * OCPT, qy, qx, acc);
     }
   }
 }

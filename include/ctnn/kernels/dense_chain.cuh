@@ -93,10 +93,16 @@ struct DenseChainDims {
   // Shared floats per sample of the tile: the input, every stage's output, two gradient buffers.
   static constexpr int per_sample = I0 + sum_n + 2 * max_n;
   // Samples per tile: 16, 8 or 4, the most that fit in 48 KB; 0 when not even 4 do.
-  static constexpr int bt = 16 * per_sample <= smem_limit_floats  ? 16
-                            : 8 * per_sample <= smem_limit_floats ? 8
-                            : 4 * per_sample <= smem_limit_floats ? 4
-                                                                  : 0;
+  // CTNN_DENSE_CHAIN_BT_MAX caps it (for measuring).
+#ifdef CTNN_DENSE_CHAIN_BT_MAX
+  static constexpr int bt_max = CTNN_DENSE_CHAIN_BT_MAX;
+#else
+  static constexpr int bt_max = 16;
+#endif
+  static constexpr int bt = 16 <= bt_max && 16 * per_sample <= smem_limit_floats ? 16
+                            : 8 <= bt_max && 8 * per_sample <= smem_limit_floats ? 8
+                            : 4 * per_sample <= smem_limit_floats                ? 4
+                                                                                  : 0;
   static constexpr int BT = bt > 0 ? bt : 4;  // (for the declarations of an unsupported chain)
   static constexpr bool supported = bt > 0 && S <= 8 && ((Stages::I > 0 && Stages::N > 0) && ...);
   // Shared-memory offsets (floats): x [BT][I0], h_l [BT][N_l], two gradient buffers [BT][≤ max_n].
