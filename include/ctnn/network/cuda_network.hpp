@@ -742,6 +742,14 @@ class CudaNetwork {
       layer_kernels<i>::template backward_data_with<ConvAlgo::automatic>(
           ctx_, params() + plan::weight_offset[i], activation_grad(i + 1), activation_grad(i), batch);
     } else {
+      if constexpr (folds_activation_below<i>()) {  // a pooling
+        if (i <= top && !runs_fused<fusion::group_of(i - 1)>(batch)) {
+          using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
+          grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
+              ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
+          if (grad_folded_[i]) return;  // (a pooling has no parameters)
+        }
+      }
       backward_layer<i>(batch, top);
     }
   }
