@@ -214,20 +214,25 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   // Slice `slice` sums input channels [c_lo, c_hi); slice 0 starts from the bias.
   const int slice = int(threadIdx.x) / Cfg::slice_threads;
   const int c_lo = slice * Cfg::c_per_slice, c_hi = min_of(C, c_lo + Cfg::c_per_slice);
+  constexpr int Q = PQ * PQ * Cfg::rx;  // an item's pixels: a PQ × PQ window, or rx of a row
+  const auto store = [&](int g, int qy, int qx, const float (&acc)[Q][OCPT]) {
+    if constexpr (Cfg::rx > 1) st.template row<Cfg::rx>(n, g * OCPT, qy, qx * Cfg::rx, acc);
+    else st(n, g * OCPT, qy, qx, acc);
+  };
   for (int item = int(threadIdx.x) % Cfg::slice_threads; item < Cfg::items; item += Cfg::slice_threads) {
     const auto [g, ty, qx] = item_at(item);
     const int qy = qy0 + ty;
     if (qy >= Cfg::QH) continue;  // last tile may be short
+    float acc[Q][OCPT];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      if (slice == 0) load_shared(b_s + g * OCPT, acc[q]);
+      else
+#pragma unroll
+        for (int j = 0; j < OCPT; ++j) acc[q][j] = 0.f;
+    }
     if constexpr (Cfg::rx > 1) {  // rx pixels of a row (PQ = 1): see ConvDirect
       constexpr int RX = Cfg::rx, SPAN = (RX - 1) * S + (K - 1) * D + 1;
-      float acc[RX][OCPT];
-#pragma unroll
-      for (int r = 0; r < RX; ++r) {
-        if (slice == 0) load_shared(b_s + g * OCPT, acc[r]);
-        else
-#pragma unroll
-          for (int j = 0; j < OCPT; ++j) acc[r][j] = 0.f;
-      }
       const float* in_p = in_s + ty * S * IC + qx * RX * S;
       const float* w_g = w_s + g * G::CKK * OCPT;
 #pragma unroll
@@ -250,24 +255,7 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
           }
         }
       }
-      if constexpr (CS == 1) {
-        st.template row<RX>(n, g * OCPT, qy, qx * RX, acc);
-      } else {
-        float* part = part_s + (slice * Cfg::items + item) * Cfg::acc_floats;
-#pragma unroll
-        for (int r = 0; r < RX; ++r)
-#pragma unroll
-          for (int j = 0; j < OCPT; ++j) part[r * OCPT + j] = acc[r][j];
-      }
     } else {
-      float acc[PQ * PQ][OCPT];
-#pragma unroll
-      for (int q = 0; q < PQ * PQ; ++q) {
-        if (slice == 0) load_shared(b_s + g * OCPT, acc[q]);
-        else
-#pragma unroll
-          for (int j = 0; j < OCPT; ++j) acc[q][j] = 0.f;
-      }
       const float* in_p = in_s + ty * PQ * S * IC + qx * PQ * S;  // top-left tap of the block's first window
       const float* w_g = w_s + g * G::CKK * OCPT;
       for (int c = c_lo; c < c_hi; ++c) {
@@ -288,15 +276,15 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
           }
         }
       }
-      if constexpr (CS == 1) {
-        st(n, g * OCPT, qy, qx, acc);
-      } else {
-        float* part = part_s + (slice * Cfg::items + item) * Cfg::acc_floats;
+    }
+    if constexpr (CS == 1) {
+      store(g, qy, qx, acc);
+    } else {
+      float* part = part_s + (slice * Cfg::items + item) * Cfg::acc_floats;
 #pragma unroll
-        for (int q = 0; q < PQ * PQ; ++q)
+      for (int q = 0; q < Q; ++q)
 #pragma unroll
-          for (int j = 0; j < OCPT; ++j) part[q * OCPT + j] = acc[q][j];
-      }
+        for (int j = 0; j < OCPT; ++j) part[q * OCPT + j] = acc[q][j];
     }
   }
   if constexpr (CS > 1) {  // the slices' sums, in slice order
@@ -305,7 +293,6 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
       const auto [g, ty, qx] = item_at(item);
       const int qy = qy0 + ty;
       if (qy >= Cfg::QH) continue;
-      constexpr int Q = PQ * PQ * Cfg::rx;  // PQ × PQ pixels, or rx of a row
       float acc[Q][OCPT];
 #pragma unroll
       for (int q = 0; q < Q; ++q)
@@ -316,8 +303,7 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
           for (int sl = 1; sl < CS; ++sl) v += part_s[(sl * Cfg::items + item) * Cfg::acc_floats + q * OCPT + j];
           acc[q][j] = v;
         }
-      if constexpr (Cfg::rx > 1) st.template row<Cfg::rx>(n, g * OCPT, qy, qx * Cfg::rx, acc);
-      else st(n, g * OCPT, qy, qx, acc);
+      store(g, qy, qx, acc);
     }
   }
 }

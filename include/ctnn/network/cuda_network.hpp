@@ -724,34 +724,25 @@ class CudaNetwork {
   void backward_layer_folding(int batch, std::size_t top) {
     if constexpr (is_activation_layer_v<typename Net::template layer_at<i>>)
       if (grad_folded_[i + 1]) return;
-    if constexpr (detail::is_conv_layer<typename Net::template layer_at<i>>::value) {
-      if constexpr (i > 0)
-        if (i > top) return;
+    if constexpr (i > 0)
+      if (i > top) return;
+    constexpr bool conv = detail::is_conv_layer<typename Net::template layer_at<i>>::value;
+    if constexpr (conv)
       layer_kernels<i>::template backward_weights_with<ConvAlgo::automatic>(
           weights_context(i), activation(i), activation_grad(i + 1), grads() + plan::weight_offset[i],
           grads() + plan::bias_offset[i], batch);
-      if constexpr (i == 0) return;
-      if constexpr (folds_activation_below<i>()) {
-        if (!runs_fused<fusion::group_of(i - 1)>(batch)) {
-          using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
-          grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
-              ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
-          if (grad_folded_[i]) return;
-        }
+    if constexpr (folds_activation_below<i>()) {
+      if (!runs_fused<fusion::group_of(i - 1)>(batch)) {
+        using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
+        grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
+            ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
+        if (grad_folded_[i]) return;  // (a pooling has no parameters; a Conv's weight gradient is above)
       }
+    }
+    if constexpr (!conv) backward_layer<i>(batch, top);
+    else if constexpr (i > 0)
       layer_kernels<i>::template backward_data_with<ConvAlgo::automatic>(
           ctx_, params() + plan::weight_offset[i], activation_grad(i + 1), activation_grad(i), batch);
-    } else {
-      if constexpr (folds_activation_below<i>()) {  // a pooling
-        if (i <= top && !runs_fused<fusion::group_of(i - 1)>(batch)) {
-          using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
-          grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
-              ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
-          if (grad_folded_[i]) return;  // (a pooling has no parameters)
-        }
-      }
-      backward_layer<i>(batch, top);
-    }
   }
 
   // The context for the weight gradient of layer i in the fused backward: the second stream, once it has
@@ -797,8 +788,9 @@ class CudaNetwork {
       const void* keep = K::keeps ? activation(grp.last) : nullptr;
       K::backward_weights(weights_context(i), activation(i), activation(grp.last + 1), dy, keep,
                           grads() + plan::weight_offset[i], grads() + plan::bias_offset[i], batch);
-      if (i > 0) K::backward_data(ctx_, params() + plan::weight_offset[i], activation(grp.last + 1), dy, keep,
-                                  activation_grad(i), batch);
+      if constexpr (i > 0)
+        K::backward_data(ctx_, params() + plan::weight_offset[i], activation(grp.last + 1), dy, keep,
+                         activation_grad(i), batch);
     } else {
       if (!chain_done) K::template run<kernels::NoLoss, true>(ctx_, chain_args<g>(batch), {});
       using C = detail::chain_group_of<Net, grp.first, grp.last>;
