@@ -93,6 +93,14 @@ inline unsigned sm_count() {
   return unsigned(n);
 }
 
+// The shared memory a block of the current device may opt in to (cudaFuncSetAttribute), in bytes.
+inline std::size_t smem_opt_in_bytes() {
+  int dev = 0, n = 0;
+  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
+  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return std::size_t(n);
+}
+
 // kernel<<<grid, threads, smem, stream>>>(args...), as clusters of `cluster` consecutive blocks along x
 // when cluster > 1 (grid a multiple of it; a device with clusters: clusters_supported()).
 template <class... Params, class... Args>

@@ -129,21 +129,84 @@ struct chain_group_of {
 };
 
 // Layer I of Net as a step of the network kernel (kernels/network_forward.cuh), void where it has none.
+// The kernel's layers are First .. L - 1. A Conv step takes in the activation after it and the pooling
+// after that (or right after it) where its sums fit the step's scratch; a Dense step, the activation
+// after it. The layers taken in become SampleAbsorbed steps (nothing to run).
 template <float P> std::true_type dropout_probe(const Dropout<P>*);
 std::false_type dropout_probe(...);
 template <class Net, std::size_t I>
+constexpr bool is_pooling_at() {
+  if constexpr (I >= Net::layer_count) return false;
+  else return decltype(pooling_probe(static_cast<const typename Net::template layer_at<I>*>(nullptr)))::value;
+}
+template <class Net, std::size_t I>
+constexpr bool is_activation_at() {
+  if constexpr (I >= Net::layer_count) return false;
+  else return is_activation_layer_v<typename Net::template layer_at<I>>;
+}
+// The activation function after layer I (identity_fn where none follows).
+template <class Net, std::size_t I, bool = is_activation_at<Net, I + 1>()>
+struct activation_after {
+  using type = identity_fn;
+};
+template <class Net, std::size_t I>
+struct activation_after<Net, I, true> {
+  using type = activation_fn_t<typename Net::template layer_at<I + 1>>;
+};
+template <class Net, std::size_t I>
+using activation_after_t = typename activation_after<Net, I>::type;
+// The pooling layer that the Conv at I takes in, or 0 where none.
+template <class Net, std::size_t I>
+constexpr std::size_t conv_pool_of() {
+  constexpr std::size_t J = is_activation_at<Net, I + 1>() ? I + 2 : I + 1;
+  if constexpr (!is_conv_layer<typename Net::template layer_at<I>>::value || !is_pooling_at<Net, J>()) return 0;
+  else return Net::template bound_at<I>::out_size <= kernels::network_step_partial_floats ? J : 0;
+}
+template <class Net, std::size_t I, std::size_t J = conv_pool_of<Net, I>()>
+struct conv_pool_window {
+  using PL = typename Net::template layer_at<J>;
+  using type = kernels::PoolWindow<PL::kind, PL::kernel, PL::stride, PL::pad>;
+};
+template <class Net, std::size_t I>
+struct conv_pool_window<Net, I, 0> {
+  using type = void;
+};
+// The last layer the step of layer I covers (itself, or the last one it takes in).
+template <class Net, std::size_t I>
+constexpr std::size_t step_last_layer() {
+  using Lay = typename Net::template layer_at<I>;
+  if constexpr (is_conv_layer<Lay>::value && conv_pool_of<Net, I>() != 0) return conv_pool_of<Net, I>();
+  else if constexpr ((is_conv_layer<Lay>::value || is_dense_layer<Lay>::value) && is_activation_at<Net, I + 1>()) return I + 1;
+  else return I;
+}
+// Whether the step of an earlier layer in First .. I - 1 takes layer I in.
+template <class Net, std::size_t I, std::size_t First>
+constexpr bool taken_in() {
+  if constexpr (I == First) return false;
+  else if constexpr (step_last_layer<Net, I - 1>() >= I) return true;
+  else if constexpr (I - 1 == First) return false;
+  else return step_last_layer<Net, I - 2>() >= I && !taken_in<Net, I - 2, First>();
+}
+template <class Net, std::size_t I, std::size_t First>
 constexpr auto sample_op_of() {
   using Lay = typename Net::template layer_at<I>;
   using B = typename Net::template bound_at<I>;
-  if constexpr (is_conv_layer<Lay>::value)
+  if constexpr (taken_in<Net, I, First>()) {  // the size of the output of the step that takes it in
+    constexpr std::size_t last = [] {
+      if constexpr (step_last_layer<Net, I - 1>() >= I) return step_last_layer<Net, I - 1>();
+      else return step_last_layer<Net, I - 2>();
+    }();
+    return std::type_identity<kernels::SampleAbsorbed<Net::template bound_at<last>::out_size>>{};
+  } else if constexpr (is_conv_layer<Lay>::value) {
+    using Pool = typename conv_pool_window<Net, I>::type;
     return std::type_identity<kernels::SampleConv<B::C, B::H, B::W, Lay::out_channels, Lay::kernel, Lay::stride,
-                                                  Lay::pad, Lay::dilation>>{};
-  else if constexpr (decltype(pooling_probe(static_cast<const Lay*>(nullptr)))::value)
+                                                  Lay::pad, Lay::dilation, activation_after_t<Net, I>, Pool>>{};
+  } else if constexpr (decltype(pooling_probe(static_cast<const Lay*>(nullptr)))::value)
     return std::type_identity<kernels::SamplePool<Lay::kind, B::C, B::H, B::W, Lay::kernel, Lay::stride, Lay::pad>>{};
   else if constexpr (is_activation_layer_v<Lay>)
     return std::type_identity<kernels::SampleMap<activation_fn_t<Lay>, B::in_size>>{};
   else if constexpr (is_dense_layer<Lay>::value)
-    return std::type_identity<kernels::SampleDense<B::I, Lay::units>>{};
+    return std::type_identity<kernels::SampleDense<B::I, Lay::units, activation_after_t<Net, I>>>{};
   else if constexpr (std::is_same_v<Lay, Softmax>)
     return std::type_identity<kernels::SampleSoftmax<B::N>>{};
   else if constexpr (std::is_same_v<Lay, BatchNorm>)
@@ -155,18 +218,21 @@ constexpr auto sample_op_of() {
   else
     return std::type_identity<void>{};
 }
-template <class Net, std::size_t I>
-using sample_op_t = typename decltype(sample_op_of<Net, I>())::type;
+template <class Net, std::size_t I, std::size_t First>
+using sample_op_t = typename decltype(sample_op_of<Net, I, First>())::type;
 // The network kernel of Net's layers First + I... (kernels::cuda_network_kernel), or void when one of
 // them has no step. First = 0: the whole network.
 template <class Net, std::size_t First, std::size_t... I>
 constexpr auto network_kernel_of(std::index_sequence<I...>) {
   using plan = BufferPlan<Net>;
-  if constexpr ((!std::is_void_v<sample_op_t<Net, First + I>> && ...)) {
-    static_assert(((sample_op_t<Net, First + I>::out_size == Net::template bound_at<First + I>::out_size) && ...),
-                  "a network kernel step disagrees with its layer's output size");
+  if constexpr ((!std::is_void_v<sample_op_t<Net, First + I, First>> && ...)) {
+    static_assert(((taken_in<Net, First + I, First>() ||
+                    sample_op_t<Net, First + I, First>::out_size ==
+                        Net::template bound_at<step_last_layer<Net, First + I>()>::out_size) &&
+                   ...),
+                  "a network kernel step disagrees with its layers' output size");
     return std::type_identity<kernels::cuda_network_kernel<
-        kernels::SampleStep<sample_op_t<Net, First + I>, plan::weight_offset[First + I], plan::bias_offset[First + I],
+        kernels::SampleStep<sample_op_t<Net, First + I, First>, plan::weight_offset[First + I], plan::bias_offset[First + I],
                             plan::state_offset[First + I]>...>>{};
   } else {
     return std::type_identity<void>{};
