@@ -132,36 +132,122 @@ struct SampleConv {
   static constexpr int RX = divisor_at_most(OW, 8);
   static constexpr int SPAN = (RX - 1) * Stride + (K - 1) * Dilation + 1;
   static constexpr std::size_t max_partial_floats = network_step_partial_floats;
+  // Pooling in registers: a non-overlapping pooling (stride = window, no padding) after a stride-1
+  // convolution, its window dividing the output: a thread computes PK rows × RXP columns (RXP, the
+  // widest of up to 8 that PK and OW allow) of RC channels and stores their pooled values, with no pass
+  // over the scratch (LeNet-5's conv1: its 4,704 sums stayed out of shared memory).
+  static constexpr int PK = [] {
+    if constexpr (pools) return Pool::K;
+    else return 1;
+  }();
+  static constexpr int RXP = [] {
+    for (int r = 8; r >= PK; --r)
+      if (OW % r == 0 && r % PK == 0) return r;
+    return 0;
+  }();
+  static constexpr bool regpool_shape = [] {
+    if constexpr (pools) return Stride == 1 && Dilation == 1 && Pool::stride == PK && Pool::pad == 0 && OH % PK == 0 && RXP > 0;
+    else return false;
+  }();
+  static constexpr int RROWS = PK + K - 1, RSPAN = RXP + K - 1;  // a regpool thread's input rows and their span
   struct Tiling {
     int rc, cs;
+    bool regpool;
   };
+  // The candidate with the shortest chain of loads and FMAs a thread issues (their count: the time at one
+  // sample, where at most 4 warps a scheduler wait on shared-memory loads), the pass over the scratch
+  // counted as a barrier (50) and its loads.
   template <int NT>
   static constexpr Tiling tiling() {
-    Tiling best{1, 1};
+    Tiling best{1, 1, false};
     long long best_cost = -1;
+    auto consider = [&](Tiling t, long long items, long long chain) {
+      const long long passes = (items * t.cs + NT - 1) / NT;
+      const bool pass = !t.regpool && (pools || t.cs > 1);
+      const long long cost = passes * chain + (pass ? 50 + ((long long)conv_out * t.cs + NT - 1) / NT +
+                                                          ((long long)out_size + NT - 1) / NT * (t.cs * PK * PK + 4)
+                                                    : 0);
+      if (best_cost < 0 || cost < best_cost) best = t, best_cost = cost;
+    };
     for (int rc : {1, 2, 4}) {
       if (Out % rc != 0) continue;
-      for (int cs = 1; cs <= C; ++cs) {
-        if (C % cs != 0 || (cs > 1 && std::size_t(cs) * conv_out > max_partial_floats)) continue;
-        const long long items = (long long)(Out / rc) * OH * (OW / RX), passes = (items * cs + NT - 1) / NT;
-        const long long chain = (long long)(C / cs) * K * (SPAN + K * rc * (1 + RX));  // loads and FMAs
-        const long long cost = passes * chain + (cs > 1 ? 2 * ((long long)conv_out * cs + NT - 1) / NT : 0);
-        if (best_cost < 0 || cost < best_cost) best = {rc, cs}, best_cost = cost;
-      }
+      for (int cs = 1; cs <= C; ++cs)
+        if (C % cs == 0 && (cs == 1 || std::size_t(cs) * conv_out <= max_partial_floats))
+          consider({rc, cs, false}, (long long)(Out / rc) * OH * (OW / RX),
+                   (long long)(C / cs) * K * (SPAN + K * rc * (1 + RX)));
+      if (regpool_shape)
+        consider({rc, 1, true}, (long long)(Out / rc) * (OH / PK) * (OW / max_of(RXP, 1)),
+                 (long long)C * (RROWS * RSPAN + K * K * (rc + rc * PK * RXP)));
     }
     return best;
   }
   template <int NT>
-  static constexpr bool via_scratch = pools || tiling<NT>().cs > 1;
-  // The most splits of the block sizes launches take (the network kernel's, the tail kernel's 256).
-  static constexpr int max_splits =
-      max_of(max_of(tiling<CTNN_NETWORK_KERNEL_THREADS>().cs, tiling<256>().cs), tiling<128>().cs);
+  static constexpr bool via_scratch = !tiling<NT>().regpool && (pools || tiling<NT>().cs > 1);
+  template <int NT>
+  static constexpr std::size_t partial_floats = via_scratch<NT> ? std::size_t(tiling<NT>().cs) * conv_out : 0;
   static_assert(!pools || conv_out <= max_partial_floats, "a pooling is taken in only where the sums fit");
+  // The scratch of the block sizes launches take (the network kernel's, the tail kernel's 256).
   static constexpr std::size_t scratch_floats =
-      pad_floats + (pools || max_splits > 1 ? std::size_t(max_splits) * conv_out : 0);
+      pad_floats + max_of(max_of(partial_floats<CTNN_NETWORK_KERNEL_THREADS>, partial_floats<256>), partial_floats<128>);
   // Staging (SamplePlan): all the weights or none.
   static constexpr int stage_rows = Out, stage_first_multiple = Out;
   static constexpr std::size_t stage_row_floats = std::size_t(C) * K * K;
+
+  // The tiling's regpool: item (RC channels from o0, pooled row py, RXP columns from ox0).
+  template <int NT, int RC, int First>
+  __device__ static void run_pooling_in_registers(const float* __restrict__ w, const float* __restrict__ b,
+                                                  const float* __restrict__ in, float* __restrict__ y,
+                                                  const float* __restrict__ w_staged) {
+    if constexpr (regpool_shape) {
+      constexpr int segments = OW / RXP, rows = OH / PK, items = (Out / RC) * rows * segments;
+      for (int e = threadIdx.x; e < items; e += NT) {
+        const int o0 = e / (rows * segments) * RC, py = e % (rows * segments) / segments, ox0 = e % segments * RXP;
+        float acc[RC][PK][RXP];
+#pragma unroll
+        for (int j = 0; j < RC; ++j) {
+          const float bias = First == 0 ? b[o0 + j] : __ldg(b + o0 + j);
+#pragma unroll
+          for (int dy = 0; dy < PK; ++dy)
+#pragma unroll
+            for (int r = 0; r < RXP; ++r) acc[j][dy][r] = bias;
+        }
+        for (int c = 0; c < C; ++c) {
+          float v[RROWS][RSPAN];  // the input rows of the PK output rows, loaded once
+#pragma unroll
+          for (int r = 0; r < RROWS; ++r)
+#pragma unroll
+            for (int q = 0; q < RSPAN; ++q) v[r][q] = in[(c * HP + py * PK + r) * RS + ox0 + q];
+#pragma unroll
+          for (int ky = 0; ky < K; ++ky)
+#pragma unroll
+            for (int kx = 0; kx < K; ++kx)
+#pragma unroll
+              for (int j = 0; j < RC; ++j) {
+                const std::size_t at = ((std::size_t(o0 + j) * C + c) * K + ky) * K + kx;
+                const float wv = First == 0 ? w_staged[at] : __ldg(w + at);
+#pragma unroll
+                for (int dy = 0; dy < PK; ++dy)
+#pragma unroll
+                  for (int r = 0; r < RXP; ++r) acc[j][dy][r] = fmaf(wv, v[dy + ky][r + kx], acc[j][dy][r]);
+              }
+        }
+#pragma unroll
+        for (int j = 0; j < RC; ++j)
+#pragma unroll
+          for (int q = 0; q < RXP / PK; ++q) {  // as pool_window: rows, then columns
+            float m = Pool::kind == PoolKind::max ? -INFINITY : 0.f;
+#pragma unroll
+            for (int dy = 0; dy < PK; ++dy)
+#pragma unroll
+              for (int dx = 0; dx < PK; ++dx) {
+                const float v = Fn::apply(acc[j][dy][q * PK + dx]);
+                m = Pool::kind == PoolKind::max ? fmaxf(m, v) : m + v;
+              }
+            y[((o0 + j) * POH + py) * POW + ox0 / PK + q] = Pool::kind == PoolKind::max ? m : m / float(PK * PK);
+          }
+      }
+    }
+  }
 
   // First = 0: the weights are read from their staged copy w_staged in shared memory, and b points to
   // the staged bias there; else both are read from global memory.
@@ -180,8 +266,12 @@ struct SampleConv {
       in = scratch;
     }
     constexpr Tiling T = tiling<NT>();
+    if constexpr (T.regpool) {
+      run_pooling_in_registers<NT, T.rc, First>(w, b, in, y, w_staged);
+      return;
+    }
     constexpr int RC = T.rc, CS = T.cs, CPS = C / CS, segments = OW / RX, items = (Out / RC) * OH * segments;
-    static_assert(!via_scratch<NT> || pad_floats + CS * conv_out <= scratch_floats, "the sums fit the scratch");
+    static_assert(pad_floats + partial_floats<NT> <= scratch_floats, "the sums fit the scratch");
     float* part = scratch + pad_floats;  // [CS][Out][OH][OW] via the scratch
     for (int e = threadIdx.x; e < items * CS; e += NT) {
       const int split = e / items, item = e % items;
