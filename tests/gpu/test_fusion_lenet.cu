@@ -41,6 +41,26 @@ int main() {
                   one == 1 ? "ok  " : "FAIL", one);
       t(one == 1);
     }
+    // Its steps: each Conv takes in its ReLU and pooling, each Dense its ReLU (12 layers, 6 steps that
+    // run), and a launch that stages takes both convolutions', Dense 120->84's and 84->10's weights whole
+    // and the last rows (whole unit groups) of Dense 400->120's into 227 KB of shared memory.
+    {
+      using K = Gpu::network_kernel;
+      using P = K::plan;
+      int running = 0;
+      kernels::static_for<int(P::count)>([&](auto i) {
+        using Op = typename std::tuple_element_t<decltype(i)::value, typename K::steps>::op;
+        if constexpr (!kernels::is_absorbed<Op>()) ++running;
+      });
+      const bool whole = P::staging.first[0] == 0 && P::staging.first[3] == 0 && P::staging.first[8] == 0 &&
+                         P::staging.first[10] == 0;
+      const int d1 = P::staging.first[6];
+      const bool ok = running == 6 && K::can_stage && whole && d1 > 0 && d1 < 120 && d1 % 4 == 0 &&
+                      K::staged_bytes <= 227 * 1024;
+      std::printf("%s LeNet-5: the network kernel runs %d steps (expected 6); it stages %zu bytes, Dense "
+                  "400->120 from row %d\n", ok ? "ok  " : "FAIL", running, K::staged_bytes, d1);
+      t(ok);
+    }
 
     Random rng(5);
     Dataset d;

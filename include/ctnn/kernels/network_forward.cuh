@@ -739,6 +739,7 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
 template <class... Steps>
 struct cuda_network_kernel {
   using plan = SamplePlan<Steps...>;
+  using steps = std::tuple<Steps...>;
   static constexpr int threads = CTNN_NETWORK_KERNEL_THREADS;
   // Two activations (and the scratch) must fit the shared memory a block has without opting in (the
   // whole network's kernel, measured so), or, opting in, 96 KB (a tail kernel: CudaNetwork::tail_first).
