@@ -13,7 +13,8 @@
 //   SampleConv     Conv, with the activation and the pooling after it taken in: a thread per few
 //                  channels × a few outputs of a row over a share of the input channels, registers
 //                  reused across the kernel's columns; a padded input copied with a zero border into
-//                  the scratch; split sums, activation and pooling in a pass over the scratch
+//                  the scratch; split sums, activation and pooling in a pass over the scratch, or
+//                  a non-overlapping pooling in registers
 //   SamplePool     max or average pooling (average over K·K, padding counted, as the host)
 //   SampleMap      an element-wise activation (relu_fn, ...), in place
 //   SampleDense    Dense, with the activation after it taken in: a warp per 4 units, lanes over the
@@ -46,8 +47,8 @@
 #ifndef CTNN_NETWORK_KERNEL_MAX_BATCH
 #define CTNN_NETWORK_KERNEL_MAX_BATCH 256
 #endif
-// Whether small launches stage the Dense layers' weights in shared memory (cuda_network_kernel::stages;
-// 0 turns it off, for measuring).
+// Whether small launches stage the weights and biases in shared memory (cuda_network_kernel::stages; 0
+// turns it off, for measuring).
 #ifndef CTNN_NETWORK_KERNEL_STAGING
 #define CTNN_NETWORK_KERNEL_STAGING 1
 #endif
@@ -175,7 +176,7 @@ struct SampleConv {
         if (C % cs == 0 && (cs == 1 || std::size_t(cs) * conv_out <= max_partial_floats))
           consider({rc, cs, false}, (long long)(Out / rc) * OH * (OW / RX),
                    (long long)(C / cs) * K * (SPAN + K * rc * (1 + RX)));
-      if (regpool_shape)
+      if (regpool_shape && RROWS * RSPAN + rc * PK * RXP <= 80)  // its inputs and sums in registers, no spills
         consider({rc, 1, true}, (long long)(Out / rc) * (OH / PK) * (OW / max_of(RXP, 1)),
                  (long long)C * (RROWS * RSPAN + K * K * (rc + rc * PK * RXP)));
     }

@@ -128,12 +128,9 @@ struct chain_group_of {
   using type = cuda_dense_chain<decltype(dims(std::make_integer_sequence<int, S>{}))>;
 };
 
-// Layer I of Net as a step of the network kernel (kernels/network_forward.cuh), void where it has none.
-// The kernel's layers are First .. L - 1. A Conv step takes in the activation after it and the pooling
-// after that (or right after it) where its sums fit the step's scratch; a Dense step, the activation
-// after it. The layers taken in become SampleAbsorbed steps (nothing to run).
 template <float P> std::true_type dropout_probe(const Dropout<P>*);
 std::false_type dropout_probe(...);
+// Whether layer I exists and is a pooling, an activation.
 template <class Net, std::size_t I>
 constexpr bool is_pooling_at() {
   if constexpr (I >= Net::layer_count) return false;
@@ -187,6 +184,10 @@ constexpr bool taken_in() {
   else if constexpr (I - 1 == First) return false;
   else return step_last_layer<Net, I - 2>() >= I && !taken_in<Net, I - 2, First>();
 }
+// Layer I of Net as a step of the network kernel (kernels/network_forward.cuh), void where it has none.
+// The kernel's layers are First .. L - 1. A Conv step takes in the activation after it and the pooling
+// after that (or right after it) where its sums fit the step's scratch; a Dense step, the activation
+// after it. The layers taken in become SampleAbsorbed steps (nothing to run).
 template <class Net, std::size_t I, std::size_t First>
 constexpr auto sample_op_of() {
   using Lay = typename Net::template layer_at<I>;
