@@ -673,9 +673,8 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
   [[maybe_unused]] float* const staged = buf + P::staged_base;
   [[maybe_unused]] std::uint64_t* const barriers = reinterpret_cast<std::uint64_t*>(staged + P::staging.floats);
   constexpr bool bulk_staged = Staged && P::staging.barriers > 0 && bulk::available;
-  auto start_copies = [&] {
-    if constexpr (bulk_staged) {
-    if (threadIdx.x == 0) {
+  if constexpr (bulk_staged) {
+    if (threadIdx.x == 0) {  // the copies, in step order (each step's weights, then its bias)
       for (int i = 0; i < P::staging.barriers; ++i) bulk::init(barriers + i);
       bulk::fence_init();
       static_for<int(P::count)>([&](auto si) {
@@ -693,9 +692,7 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
         }
       });
     }
-    }
-  };
-  start_copies();
+  }
   const std::size_t n = blockIdx.x;
   // The sample's input: every load in flight before the first store (16-byte loads where aligned), so
   // that a large input (a tail kernel's 8,192 floats) costs one memory latency, not one per stride.
