@@ -23,8 +23,8 @@
 //   SampleSoftmax  Softmax: one warp (softmax.cuh's softmax_row)
 //   SampleNorm     BatchNorm in evaluation (running statistics), in place, in double as its kernel
 //   SampleMean     GlobalAvgPool: a warp per channel
-//   SampleKeep     Dropout in evaluation: nothing to do
-//   SampleAbsorbed a layer the step before took in: nothing to run, no barrier
+//   SampleAbsorbed a layer with nothing to run, and no barrier: one the step before took in, or
+//                  Dropout in evaluation
 // A layer without a step (a Residual block, say) sends the network down the layer-by-layer path.
 #include <algorithm>
 #include <array>
@@ -132,7 +132,6 @@ struct SampleConv {
   static constexpr bool in_place = false;
   static constexpr int RX = divisor_at_most(OW, 8);
   static constexpr int SPAN = (RX - 1) * Stride + (K - 1) * Dilation + 1;
-  static constexpr std::size_t max_partial_floats = network_step_partial_floats;
   // Pooling in registers: a non-overlapping pooling (stride = window, no padding) after a stride-1
   // convolution, its window dividing the output: a thread computes PK rows × RXP columns (RXP, the
   // widest of up to 8 that PK and OW allow) of RC channels and stores their pooled values, with no pass
@@ -173,7 +172,7 @@ struct SampleConv {
     for (int rc : {1, 2, 4}) {
       if (Out % rc != 0) continue;
       for (int cs = 1; cs <= C; ++cs)
-        if (C % cs == 0 && (cs == 1 || std::size_t(cs) * conv_out <= max_partial_floats))
+        if (C % cs == 0 && (cs == 1 || std::size_t(cs) * conv_out <= network_step_partial_floats))
           consider({rc, cs, false}, (long long)(Out / rc) * OH * (OW / RX),
                    (long long)(C / cs) * K * (SPAN + K * rc * (1 + RX)));
       if (regpool_shape && RROWS * RSPAN + rc * PK * RXP <= 80)  // its inputs and sums in registers, no spills
@@ -186,7 +185,7 @@ struct SampleConv {
   static constexpr bool via_scratch = !tiling<NT>().regpool && (pools || tiling<NT>().cs > 1);
   template <int NT>
   static constexpr std::size_t partial_floats = via_scratch<NT> ? std::size_t(tiling<NT>().cs) * conv_out : 0;
-  static_assert(!pools || conv_out <= max_partial_floats, "a pooling is taken in only where the sums fit");
+  static_assert(!pools || conv_out <= network_step_partial_floats, "a pooling is taken in only where the sums fit");
   // The scratch of the block sizes launches take (the network kernel's, the tail kernel's 256).
   static constexpr std::size_t scratch_floats =
       pad_floats + max_of(max_of(partial_floats<CTNN_NETWORK_KERNEL_THREADS>, partial_floats<256>), partial_floats<128>);
@@ -509,20 +508,13 @@ struct SampleMean {
   }
 };
 
-// A layer that the step before it took in (an activation after a Conv or Dense step, a pooling after
-// a Conv step): nothing to run, no barrier. N: the size of that step's output.
+// A layer with nothing to run, and no barrier: one that the step before it took in (an activation after
+// a Conv or Dense step, a pooling after a Conv step), or Dropout in evaluation. N: the size of the
+// activation it leaves in place.
 template <std::size_t N>
 struct SampleAbsorbed {
   static constexpr std::size_t in_size = N, out_size = N;
   static constexpr bool in_place = true, absorbed = true;
-};
-
-template <std::size_t N>
-struct SampleKeep {
-  static constexpr std::size_t in_size = N, out_size = N;
-  static constexpr bool in_place = true;
-  template <int NT>
-  __device__ static void run(const float*, const float*, const float*, const float*, float*, float*) {}
 };
 
 // A layer's step and where its parameters and state start (float offsets into the parameter and state

@@ -182,7 +182,7 @@ constexpr bool taken_in() {
   if constexpr (I == First) return false;
   else if constexpr (step_last_layer<Net, I - 1>() >= I) return true;
   else if constexpr (I - 1 == First) return false;
-  else return step_last_layer<Net, I - 2>() >= I && !taken_in<Net, I - 2, First>();
+  else return step_last_layer<Net, I - 2>() >= I;  // (a Conv step, never itself taken in)
 }
 // Layer I of Net as a step of the network kernel (kernels/network_forward.cuh), void where it has none.
 // The kernel's layers are First .. L - 1. A Conv step takes in the activation after it and the pooling
@@ -202,7 +202,7 @@ constexpr auto sample_op_of() {
     using Pool = typename conv_pool_window<Net, I>::type;
     return std::type_identity<kernels::SampleConv<B::C, B::H, B::W, Lay::out_channels, Lay::kernel, Lay::stride,
                                                   Lay::pad, Lay::dilation, activation_after_t<Net, I>, Pool>>{};
-  } else if constexpr (decltype(pooling_probe(static_cast<const Lay*>(nullptr)))::value)
+  } else if constexpr (is_pooling_at<Net, I>())
     return std::type_identity<kernels::SamplePool<Lay::kind, B::C, B::H, B::W, Lay::kernel, Lay::stride, Lay::pad>>{};
   else if constexpr (is_activation_layer_v<Lay>)
     return std::type_identity<kernels::SampleMap<activation_fn_t<Lay>, B::in_size>>{};
@@ -215,7 +215,7 @@ constexpr auto sample_op_of() {
   else if constexpr (std::is_same_v<Lay, GlobalAvgPool>)
     return std::type_identity<kernels::SampleMean<B::C, B::HW>>{};
   else if constexpr (decltype(dropout_probe(static_cast<const Lay*>(nullptr)))::value)
-    return std::type_identity<kernels::SampleKeep<B::in_size>>{};
+    return std::type_identity<kernels::SampleAbsorbed<B::in_size>>{};
   else
     return std::type_identity<void>{};
 }
