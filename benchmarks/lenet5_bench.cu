@@ -25,8 +25,13 @@
 //                the input slot and the forward (eager: launched; graph: one captured forward replayed).
 //   eval_img_s   (ctnn only) Trainer::evaluate over the 10k test images from host memory (whatever it
 //                includes: normalisation, upload, forward, loss), median of --infer-runs.
-//   predict_us   (ctnn only) Trainer::predict of one normalised image from host memory: host-to-device
-//                copy, forward, device-to-host copy of the 10 probabilities; median as latency_us.
+//   predict_us   (ctnn only) Trainer::predict of one normalised image from host memory (whatever it
+//                includes: for LeNet-5 a copy into mapped pinned memory, the network kernel reading it
+//                and writing the 10 probabilities there, the stream's synchronisation, a copy out);
+//                median as latency_us.
+//   latency_in_place_us  (ctnn only) eager, batch 1: host clock from issue to the stream's
+//                synchronisation of CudaNetwork::forward_network_kernel(1, x, output()) with x the
+//                resident test image where it lies: the forward with no copy; median as latency_us.
 //   latency_floor_us  (ctnn only) latency_us's graph with the copy of the image alone, no forward.
 //   path_network_kernel_us, path_groups_us  (ctnn only) latency_us at batches 1, 2, 4, ..., 1024 for
 //                each of the two paths forward_fused chooses between (CudaNetwork::forward_network_kernel,
@@ -417,6 +422,13 @@ int main(int argc, char** argv) try {
     trainer->predict(test_x.data() + std::size_t(i % n_test) * image_floats, 1);
   });
   report("eager", 1, "predict_us", predict_us, 3);
+  double in_place_us = 0;
+  if constexpr (Trainer::network_type::has_network_kernel) {
+    in_place_us = latency([&](int i) {
+      net.forward_network_kernel(1, test_dev.ptr + std::size_t(i % n_test) * image_floats, net.output());
+    });
+    report("eager", 1, "latency_in_place_us", in_place_us, 3);
+  }
 
   // ---- the two inference paths by batch (what forward_fused chooses between) ----
   struct PathRow {
@@ -462,8 +474,10 @@ int main(int argc, char** argv) try {
   std::printf("NOTE ctnn latency_us: host clock, device-to-device copy of one resident image into the input "
               "slot + forward + stream synchronise\n");
   std::printf("NOTE ctnn eval_img_s: Trainer::evaluate from host memory (uint8 test set), host clock\n");
-  std::printf("NOTE ctnn predict_us: Trainer::predict of one normalised image from host memory: "
-              "host-to-device copy, forward, device-to-host copy of the probabilities, host clock\n");
+  std::printf("NOTE ctnn predict_us: Trainer::predict of one normalised image from host memory (the network "
+              "kernel reading it from mapped pinned memory and writing the probabilities there), host clock\n");
+  std::printf("NOTE ctnn latency_in_place_us: host clock, the network kernel's forward of one resident image "
+              "where it lies (no copy) + stream synchronise\n");
 
   // ---- human-readable summary ----
   std::printf("\nLeNet-5 / MNIST, ctnn %d.%d.%d (CUDA backend, training step: %s) on %s\n", ctnn::version_major,
@@ -485,6 +499,7 @@ int main(int argc, char** argv) try {
   std::printf("%-22s %6s %12s\n", "latency", "batch", "us");
   std::printf("%-22s %6d %12.1f\n", "forward, eager", 1, eager_us);
   std::printf("%-22s %6d %12.1f\n", "forward, graph", 1, graph_us);
+  if (in_place_us > 0) std::printf("%-22s %6d %12.1f\n", "in place, eager", 1, in_place_us);
   std::printf("%-22s %6d %12.1f\n", "Trainer::predict", 1, predict_us);
   std::printf("%-22s %6d %12.1f\n", "floor: the copy alone", 1, floor_us);
   std::printf("inference paths, graph latency (us), forward_fused's choice marked *: network kernel up to batch %d\n",

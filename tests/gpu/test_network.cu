@@ -1,7 +1,13 @@
 // Whole-network forward and backward on the GPU (CudaNetwork) against the host reference
 // (HostNetwork<Net, float>) from identical parameters, on fresh random inputs, with every device
 // output poisoned first: LeNet-5, an RGB network with strided, padded and dilated convolutions and
-// average pooling, and an MLP, each at batch 1, 37 and MaxBatch.
+// average pooling, and an MLP, each at batch 1, 37 and MaxBatch. Then the network kernel on buffers
+// of the caller's (device memory, mapped pinned host memory) against the same kernel on the network's
+// slots, and Trainer::predict (mapped staging where the network kernel runs) against the network's
+// own forwards.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -11,6 +17,7 @@
 #include <ctnn/ctnn.hpp>
 #include <ctnn/network/cuda_network.hpp>
 #include <ctnn/network/host_network.hpp>
+#include <ctnn/train/cuda_trainer.hpp>
 
 #include "gpu_test.hpp"
 
@@ -156,6 +163,164 @@ void test_network(const char* name, std::uint64_t seed) {
   }
 }
 
+// Pinned host memory mapped into the device: what the host writes, the device reads, and back.
+struct MappedFloats {
+  float* host = nullptr;
+  float* device = nullptr;
+  explicit MappedFloats(std::size_t n) {
+    CTNN_CUDA_CHECK(cudaHostAlloc(&host, n * sizeof(float), cudaHostAllocMapped));
+    CTNN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device), host, 0));
+  }
+  ~MappedFloats() { cudaFreeHost(host); }
+  MappedFloats(const MappedFloats&) = delete;
+  MappedFloats& operator=(const MappedFloats&) = delete;
+};
+
+bool same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  return got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+}
+// No NaN (poison) and no infinity: the reference was written.
+bool finite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+bool poisoned(const float* v, std::size_t n) {
+  return std::all_of(v, v + n, [](float x) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits == 0xFFFFFFFFu;
+  });
+}
+
+template <class F>
+void expect_invalid(const std::string& what, const std::string& needle, F&& f) {
+  std::string message = "(no exception)";
+  bool ok = false;
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+    ok = message.find(needle) != std::string::npos;
+  }
+  std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", what.c_str(), message.c_str());
+  check(ok);
+}
+
+// forward_network_kernel(batch, x, y) with x and y in device memory and in mapped pinned host memory:
+// the bits forward_network_kernel(batch) writes to output() from the same samples in input(), y's
+// rows past the batch and the output slot untouched.
+template <class Net>
+void test_network_kernel_buffers(const char* name, std::uint64_t seed) {
+  using Gpu = CudaNetwork<Net, max_batch>;
+  static_assert(Gpu::has_network_kernel, "the test's network runs the network kernel");
+  constexpr std::size_t in = Net::input_shape::size, out = Net::output_shape::size;
+  Gpu gpu(seed);
+  const cudaStream_t stream = gpu.stream();
+  ctnn_test::DeviceBuffer<float> device_x(in * max_batch), device_y(out * max_batch);
+  MappedFloats mapped_x(in * max_batch), mapped_y(out * max_batch);
+  for (int batch : {1, 3, max_batch}) {
+    const std::string tag = std::string(name) + " network kernel, batch " + std::to_string(batch) + ": ";
+    const std::size_t n_out = out * std::size_t(batch);
+    // Normalised MNIST pixels lie in about -0.42..2.8.
+    const std::vector<float> x = ctnn_test::random_vector(in * std::size_t(batch), seed * 1000 + std::uint64_t(batch), -0.5f, 2.5f);
+
+    poison(stream, gpu.output(), out * max_batch);
+    gpu.upload_input(x.data(), batch);
+    gpu.forward_network_kernel(batch);
+    const std::vector<float> want = gpu.download_activation(Net::layer_count, batch);
+    std::printf("%s %sthe reference through input() and output() is written and finite\n",
+                finite(want) ? "ok  " : "FAIL", tag.c_str());
+    check(finite(want));
+
+    {  // device buffers
+      poison(stream, gpu.output(), out * max_batch);
+      poison(stream, device_y.ptr, out * max_batch);
+      CTNN_CUDA_CHECK(cudaMemcpyAsync(device_x.ptr, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      gpu.forward_network_kernel(batch, device_x.ptr, device_y.ptr);
+      gpu.synchronize();
+      const std::vector<float> y = device_y.download();
+      const bool same = same_bits(std::vector<float>(y.begin(), y.begin() + std::ptrdiff_t(n_out)), want);
+      const bool rest = poisoned(y.data() + n_out, y.size() - n_out);
+      const std::vector<float> slot = gpu.download_activation(Net::layer_count, max_batch);
+      const bool slot_untouched = poisoned(slot.data(), slot.size());
+      std::printf("%s %sdevice x, y: equal bit for bit\n", same ? "ok  " : "FAIL", tag.c_str());
+      std::printf("%s %sdevice y past the batch and output() untouched\n", rest && slot_untouched ? "ok  " : "FAIL",
+                  tag.c_str());
+      check(same);
+      check(rest && slot_untouched);
+    }
+    {  // mapped host buffers
+      std::memcpy(mapped_x.host, x.data(), x.size() * sizeof(float));
+      std::memset(mapped_y.host, 0xFF, out * max_batch * sizeof(float));
+      gpu.forward_network_kernel(batch, mapped_x.device, mapped_y.device);
+      gpu.synchronize();
+      const bool same = same_bits(std::vector<float>(mapped_y.host, mapped_y.host + n_out), want);
+      const bool rest = poisoned(mapped_y.host + n_out, out * max_batch - n_out);
+      std::printf("%s %smapped host x, y: equal bit for bit\n", same ? "ok  " : "FAIL", tag.c_str());
+      std::printf("%s %smapped y past the batch untouched\n", rest ? "ok  " : "FAIL", tag.c_str());
+      check(same);
+      check(rest);
+    }
+  }
+  const std::string tag = std::string(name) + " network kernel";
+  expect_invalid(tag + ": null input", "null input pointer",
+                 [&] { gpu.forward_network_kernel(1, nullptr, device_y.ptr); });
+  expect_invalid(tag + ": null output", "null output pointer",
+                 [&] { gpu.forward_network_kernel(1, device_x.ptr, nullptr); });
+  expect_invalid(tag + ": batch 0", "outside 1..", [&] { gpu.forward_network_kernel(0, device_x.ptr, device_y.ptr); });
+}
+
+// Trainer::predict of LeNet-5: its chunks the network kernel runs go through mapped staging, the others
+// through the network's slots. Counts 1 and 200 (one chunk of the network kernel), and 515 (a chunk of
+// 512, the groups, then one of 3, the network kernel). Each must equal, bit for bit, the network's
+// forward_fused of each chunk through input() and output() (the path predict took before the
+// staging) and, within rounding, forward_groups; a second call, and a call after another trainer's,
+// the same bits.
+void test_predict() {
+  constexpr int chunk = 512;
+  using T = Trainer<LeNet5, ctnn::cuda, chunk>;
+  static_assert(T::network_type::runs_network_kernel(3) && !T::network_type::runs_network_kernel(chunk),
+                "predict's chunks of 512 and 3 take the two paths");
+  T a(31), b(32);
+  constexpr std::size_t in = LeNet5::input_shape::size, out = LeNet5::output_shape::size;
+  // The network's own forward (forward_fused, else forward_groups) of `count` images, per chunk.
+  auto reference = [&](T& t, const std::vector<float>& x, int count, bool groups) {
+    auto& net = t.network();
+    std::vector<float> y;
+    for (int done = 0, batch = 0; done < count; done += batch) {
+      batch = std::min(chunk, count - done);
+      poison(net.stream(), net.output(), out * std::size_t(batch));
+      net.upload_input(x.data() + std::size_t(done) * in, batch);
+      if (groups) net.forward_groups(batch);
+      else net.forward_fused(batch);
+      const std::vector<float> p = net.download_activation(LeNet5::layer_count, batch);
+      y.insert(y.end(), p.begin(), p.end());
+    }
+    return y;
+  };
+  for (int count : {1, 200, chunk + 3}) {
+    const std::string tag = "predict of " + std::to_string(count) + ": ";
+    const std::vector<float> x = ctnn_test::random_vector(in * std::size_t(count), 4000 + std::uint64_t(count), -0.5f, 2.5f);
+    const std::vector<float> got = a.predict(x.data(), count);
+    const std::vector<float> from_b = b.predict(x.data(), count);
+    const std::vector<float> again = a.predict(x.data(), count);
+    const std::vector<float> fused = reference(a, x, count, false), groups = reference(a, x, count, true);
+    const std::vector<float> fused_b = reference(b, x, count, false);
+    const bool written = finite(fused) && finite(fused_b);
+    std::printf("%s %sthe references are written and finite\n", written ? "ok  " : "FAIL", tag.c_str());
+    check(written);
+    std::printf("%s %sequal bit for bit to forward_fused per chunk\n", same_bits(got, fused) ? "ok  " : "FAIL",
+                tag.c_str());
+    check(same_bits(got, fused));
+    check(compare(got, groups, tag + "against forward_groups"));
+    std::printf("%s %sa second call, after another trainer's, gives the same bits\n",
+                same_bits(again, got) ? "ok  " : "FAIL", tag.c_str());
+    check(same_bits(again, got));
+    std::printf("%s %sthe other trainer's (other parameters) equal its forward_fused\n",
+                same_bits(from_b, fused_b) && !same_bits(from_b, got) ? "ok  " : "FAIL", tag.c_str());
+    check(same_bits(from_b, fused_b) && !same_bits(from_b, got));
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -164,6 +329,8 @@ int main() {
     test_network<LeNet5>("LeNet-5", 11);
     test_network<RgbNet>("RGB net", 12);
     test_network<Mlp>("MLP", 13);
+    test_network_kernel_buffers<LeNet5>("LeNet-5", 14);
+    test_predict();
   } catch (const std::exception& e) {
     std::printf("FAIL unexpected exception: %s\n", e.what());
     ++failed;

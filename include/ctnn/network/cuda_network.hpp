@@ -538,10 +538,19 @@ class CudaNetwork {
     kernels::static_for<int(fusion::group_count)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, true); });
   }
   // The network kernel's forward (evaluation mode): one launch, output() its only write. Enqueue only.
-  void forward_network_kernel(int batch) {
+  void forward_network_kernel(int batch) { forward_network_kernel(batch, input(), output()); }
+  // The same reading the `batch` samples from x (input_shape each, batch-major) and writing their
+  // outputs to y, its only write; x and y anywhere the device addresses, pinned host memory mapped into
+  // it included: a resident image needs no copy into input(), a host one no copy at all
+  // (Trainer::predict). x must not change until the kernel ends (read through the non-coherent cache).
+  // Enqueue only.
+  void forward_network_kernel(int batch, const float* x, float* y) {
     static_assert(has_network_kernel, "ctnn: this network has no network kernel (see has_network_kernel)");
     check_batch(batch);
-    network_kernel::forward(ctx_.stream, params(), state(), input(), output(), batch);
+    if (!x || !y)
+      throw std::invalid_argument(std::string("ctnn: forward_network_kernel got a null ") +
+                                  (!x ? "input" : "output") + " pointer");
+    network_kernel::forward(ctx_.stream, params(), state(), x, y, batch);
   }
 
   // One pass of a loss, fused: forward (in `mode`) up to the layer the loss takes its input from

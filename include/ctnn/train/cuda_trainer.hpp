@@ -26,12 +26,14 @@
 // holds kernels only (the version before re-pointed four memcpy nodes before each launch).
 //
 // The trainer owns one device allocation of its own (the optimizer's state and the step's labels,
-// targets, losses, indices and record); the network's arena holds only the network.
+// targets, losses, indices and record); the network's arena holds only the network. predict adds,
+// on first use, pinned host memory mapped into the device: the network kernel's inputs and outputs.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -111,18 +113,26 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   }
 
   // The network's outputs (probabilities after a Softmax), count × outputs, in evaluation mode, for
-  // `count` already normalised images (input_shape each, batch-major), in chunks of MaxBatch.
+  // `count` already normalised images (input_shape each, batch-major), in chunks of MaxBatch. A chunk
+  // the network kernel runs goes through mapped pinned memory (predict_mapped), the others through
+  // the network's input and output slots.
   std::vector<float> predict(const float* normalised_images, int count) {
     if (count < 0) throw std::invalid_argument("ctnn: predict needs count >= 0, got " + std::to_string(count));
     if (count > 0 && !normalised_images) throw std::invalid_argument("ctnn: predict got a null image pointer");
     std::vector<float> out(std::size_t(count) * outputs);
-    for (int done = 0; done < count;) {
-      const int batch = std::min(MaxBatch, count - done);
-      net_.upload_input(normalised_images + std::size_t(done) * input_size, batch);
+    for (int done = 0, batch = 0; done < count; done += batch) {
+      batch = std::min(MaxBatch, count - done);
+      const float* images = normalised_images + std::size_t(done) * input_size;
+      float* probs = out.data() + std::size_t(done) * outputs;
+      if constexpr (network_type::has_network_kernel)
+        if (network_type::runs_network_kernel(batch)) {
+          predict_mapped(images, batch, probs);
+          continue;
+        }
+      net_.upload_input(images, batch);
       net_.forward_fused(batch);
       const std::vector<float> p = net_.download_activation(Net::layer_count, batch);
-      std::copy(p.begin(), p.end(), out.begin() + std::ptrdiff_t(done) * outputs);
-      done += batch;
+      std::copy(p.begin(), p.end(), probs);
     }
     return out;
   }
@@ -249,6 +259,33 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     step_nodes_ = step.node_counts();
   }
 
+  // The largest chunk the network kernel runs, and the staging for it: its inputs, then its outputs.
+  static constexpr int mapped_batch = [] {
+    if constexpr (network_type::has_network_kernel) return std::min(MaxBatch, network_type::network_kernel::max_batch);
+    else return 0;
+  }();
+  static constexpr std::size_t staging_floats = std::size_t(mapped_batch) * (input_size + std::size_t(outputs));
+  struct FreeHost {
+    void operator()(float* p) const { cudaFreeHost(p); }
+  };
+
+  // One chunk through the network kernel, which reads the images from pinned host memory mapped into
+  // the device and writes the outputs back there: no copies on the stream, and no pageable memory
+  // for the driver to stage (batch-1 latency, issue 9). The staging is allocated on first use.
+  void predict_mapped(const float* images, int batch, float* probs) {
+    constexpr std::size_t outputs_at = std::size_t(mapped_batch) * input_size;
+    if (!staging_device_) {
+      float* p = nullptr;
+      CTNN_CUDA_CHECK(cudaHostAlloc(&p, staging_floats * sizeof(float), cudaHostAllocMapped));
+      staging_.reset(p);
+      CTNN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&staging_device_), p, 0));
+    }
+    std::memcpy(staging_.get(), images, std::size_t(batch) * input_size * sizeof(float));
+    net_.forward_network_kernel(batch, staging_device_, staging_device_ + outputs_at);
+    net_.synchronize();
+    std::memcpy(probs, staging_.get() + outputs_at, std::size_t(batch) * std::size_t(outputs) * sizeof(float));
+  }
+
   Evaluation evaluate_on(DeviceDataset& data) {
     const cudaStream_t s = net_.stream();
     const std::size_t n = data.count();
@@ -271,6 +308,8 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
 
   network_type net_;
   std::byte* mem_ = nullptr;
+  std::unique_ptr<float, FreeHost> staging_;  // predict_mapped's, on the host
+  float* staging_device_ = nullptr;           // the same memory, as the device addresses it
   std::unique_ptr<DeviceDataset> data_, test_;
   CudaGraph full_step_, tail_step_;
   CudaGraph::NodeCounts step_nodes_{};
