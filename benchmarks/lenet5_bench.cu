@@ -223,6 +223,9 @@ TrainRun train(const Options& o, int batch, const ctnn::Dataset& train_set, cons
   t.learning_rate = o.lr;
   trainer->optimizer.momentum = o.momentum;
   t.seed = o.seed;
+  // A cut-down run (--limit) may take a few steps an epoch, too few to leave chance at batch 1,024
+  // (--quick: 2); only a full run's epochs say that training is stuck.
+  t.stop_when_stuck = o.limit == 0;
   std::vector<double> wall, own;
   double loss = 0;
   Clock::time_point last = Clock::now();
