@@ -319,6 +319,25 @@ void test_predict() {
                 same_bits(from_b, fused_b) && !same_bits(from_b, got) ? "ok  " : "FAIL", tag.c_str());
     check(same_bits(from_b, fused_b) && !same_bits(from_b, got));
   }
+  // Single images, from the second on a replayed graph: each a new image, each its own forward; and
+  // after set_parameters the new parameters.
+  T c(33);
+  bool each = true;
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<float> x = ctnn_test::random_vector(in, 5000 + std::uint64_t(i), -0.5f, 2.5f);
+    const std::vector<float> got = c.predict(x.data(), 1);
+    each = each && finite(got) && same_bits(got, reference(c, x, 1, false));
+  }
+  std::printf("%s predict of single images: four images in a row, each equal to its forward_fused\n",
+              each ? "ok  " : "FAIL");
+  check(each);
+  const std::vector<float> x = ctnn_test::random_vector(in, 6000, -0.5f, 2.5f);
+  const std::vector<float> before = c.predict(x.data(), 1);
+  c.set_parameters(b.parameters());
+  const std::vector<float> after = c.predict(x.data(), 1), want = reference(b, x, 1, false);
+  std::printf("%s predict of a single image follows set_parameters\n",
+              same_bits(after, want) && !same_bits(after, before) ? "ok  " : "FAIL");
+  check(same_bits(after, want) && !same_bits(after, before));
 }
 
 }  // namespace

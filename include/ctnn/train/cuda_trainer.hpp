@@ -271,7 +271,9 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
 
   // One chunk through the network kernel, which reads the images from pinned host memory mapped into
   // the device and writes the outputs back there: no copies on the stream, and no pageable memory
-  // for the driver to stage (batch-1 latency, issue 9). The staging is allocated on first use.
+  // for the driver to stage (batch-1 latency, issue 9). The staging is allocated on first use. A
+  // single image, from the second on, replays a captured launch (the staging never moves): a graph's
+  // launch reaches the GPU sooner than the kernel's own.
   void predict_mapped(const float* images, int batch, float* probs) {
     constexpr std::size_t outputs_at = std::size_t(mapped_batch) * input_size;
     if (!staging_device_) {
@@ -281,7 +283,13 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
       CTNN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&staging_device_), p, 0));
     }
     std::memcpy(staging_.get(), images, std::size_t(batch) * input_size * sizeof(float));
-    net_.forward_network_kernel(batch, staging_device_, staging_device_ + outputs_at);
+    if (batch == 1 && one_image_) {
+      one_image_.launch(net_.stream());
+    } else {
+      net_.forward_network_kernel(batch, staging_device_, staging_device_ + outputs_at);
+      if (batch == 1)  // (after a launch: the kernel's attributes are set outside the capture)
+        one_image_.capture(net_.stream(), [&] { net_.forward_network_kernel(1, staging_device_, staging_device_ + outputs_at); });
+    }
     net_.synchronize();
     std::memcpy(probs, staging_.get() + outputs_at, std::size_t(batch) * std::size_t(outputs) * sizeof(float));
   }
@@ -312,6 +320,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   float* staging_device_ = nullptr;           // the same memory, as the device addresses it
   std::unique_ptr<DeviceDataset> data_, test_;
   CudaGraph full_step_, tail_step_;
+  CudaGraph one_image_;  // predict_mapped's forward of one image
   CudaGraph::NodeCounts step_nodes_{};
   int batch_ = 0;
 };
