@@ -26,8 +26,9 @@
 //   eval_img_s   (ctnn only) Trainer::evaluate over the 10k test images from host memory (whatever it
 //                includes: normalisation, upload, forward, loss), median of --infer-runs.
 //   predict_us   (ctnn only) Trainer::predict of one normalised image from host memory (whatever it
-//                includes: for LeNet-5 a copy into mapped pinned memory, the network kernel reading it
-//                and writing the 10 probabilities there, the stream's synchronisation, a copy out);
+//                includes: for LeNet-5 a copy into mapped pinned memory, the network kernel (after the
+//                first call, a replayed graph of it) reading it and writing the 10 probabilities there,
+//                the stream's synchronisation, a copy out);
 //                median as latency_us.
 //   latency_in_place_us  (ctnn only) eager, batch 1: host clock from issue to the stream's
 //                synchronisation of CudaNetwork::forward_network_kernel(1, x, output()) with x the
