@@ -153,6 +153,7 @@ kernel_conv_group_forward(const float* __restrict__ w,  // [Out][C][K][K]
                           const float* __restrict__ x,  // [batch][C][H][W]
                           Store st)                     // ConvGroupStore
 {
+  wait_for_prior_grids();  // (launched dependent: see launch.cuh)
   conv_forward_direct_block<G, false, PQ>(w, b, PlainLoad<G::C, G::H, G::W>{x}, st);
 }
 
@@ -163,11 +164,13 @@ kernel_conv_group_dgrad_flip(const float* __restrict__ w,  // the layer's [Out][
                              Load ld,                      // ConvGroupGrad
                              float* __restrict__ dx)       // [batch][C][H][W]
 {
+  wait_for_prior_grids();
   conv_forward_direct_block<DG, true, 1>(w, nullptr, ld, PlainStore<DG>{dx});
 }
 template <class G, class Load>
 __global__ void __launch_bounds__(ConvDgrad<G>::threads)
 kernel_conv_group_dgrad_gather(const float* __restrict__ w, Load ld, float* __restrict__ dx) {
+  wait_for_prior_grids();
   conv_backward_data_block<G>(w, ld, dx);
 }
 
@@ -185,6 +188,7 @@ kernel_conv_group_wgrad(const float* __restrict__ x,  // [batch][C][H][W]
                         float* __restrict__ db)  // [Out]
 {
   constexpr int E = ConvWgrad<G>::E, W = G::Out * G::CKK;
+  wait_for_prior_grids();
   conv_backward_weights_block<G>(PlainLoad<G::C, G::H, G::W>{x}, ld, partials, units);
   finish_splits(
       partials, group_sums, tickets, E, int(blockIdx.x), int(gridDim.x), E, [](int e) { return e; },
@@ -244,8 +248,8 @@ struct cuda_conv_group {
                       int batch) {
     kernels::check_batch(batch, "Conv group forward");
     const unsigned grid = kernels::grid_for(std::size_t(batch) * Fwd::tiles, 1);
-    kernels::kernel_conv_group_forward<G, P::k, Store><<<grid, Fwd::threads, 0, ctx.stream>>>(w, b, x, Store{y, keep});
-    CTNN_CHECK_LAUNCH();
+    kernels::launch_dependent(kernels::kernel_conv_group_forward<G, P::k, Store>, grid, Fwd::threads, 0, ctx.stream, w, b,
+                              x, Store{y, keep});
   }
 
   // From dy, the gradient at the group's output, and what forward left (y, keep): dw, db and, unless
@@ -270,10 +274,9 @@ struct cuda_conv_group {
                                   " tickets, but the CudaContext provides " + std::to_string(ctx.ticket_count));
     const Grad grad{dy, y, keep};
     const int splits = Wg::partials(batch);
-    kernels::kernel_conv_group_wgrad<G, Grad><<<unsigned(splits), Wg::threads, 0, ctx.stream>>>(
-        x, grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets, int(Wg::units(batch)), dw,
-        db);
-    CTNN_CHECK_LAUNCH();
+    kernels::launch_dependent(kernels::kernel_conv_group_wgrad<G, Grad>, unsigned(splits), Wg::threads, 0, ctx.stream, x,
+                              grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets,
+                              int(Wg::units(batch)), dw, db);
   }
 
   // dx; no workspace.
@@ -284,13 +287,14 @@ struct cuda_conv_group {
     if constexpr (kernels::conv_dgrad_by_flip<G>()) {
       using Cfg = kernels::ConvDirectFlipped<DG>;
       const unsigned g = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
-      kernels::kernel_conv_group_dgrad_flip<DG, Grad><<<g, Cfg::threads, 0, ctx.stream>>>(w, grad, dx);
+      kernels::launch_dependent(kernels::kernel_conv_group_dgrad_flip<DG, Grad>, g, Cfg::threads, 0, ctx.stream, w, grad,
+                                dx);
     } else {
       using Dg = kernels::ConvDgrad<G>;
       const unsigned g = kernels::grid_for(std::size_t(batch) * Dg::c_tiles * Dg::r_tiles, 1);
-      kernels::kernel_conv_group_dgrad_gather<G, Grad><<<g, Dg::threads, 0, ctx.stream>>>(w, grad, dx);
+      kernels::launch_dependent(kernels::kernel_conv_group_dgrad_gather<G, Grad>, g, Dg::threads, 0, ctx.stream, w, grad,
+                                dx);
     }
-    CTNN_CHECK_LAUNCH();
   }
 };
 

@@ -48,6 +48,7 @@ kernel_gather_normalize(const std::uint8_t* __restrict__ images,  // [count][S]
   // Preconditions
   static_assert(S > 0 && (Vec == 1 || Vec == 4) && S % Vec == 0, "Vec divides the sample size");
   constexpr int per_sample = S / Vec;
+  wait_for_prior_grids();  // (launched dependent: see launch.cuh)
   std::size_t at = 0;  // of this step's indices
   if (cursor.index) {
     const std::size_t k = *cursor.index;
@@ -97,14 +98,12 @@ void gather_normalize(cudaStream_t stream, const std::uint8_t* images, const std
   const std::size_t threads = std::size_t(batch) * (vec4 ? S / 4 : S);
   const unsigned grid = grid_for(threads, data_threads);
   if (vec4)
-    kernel_gather_normalize<S, S % 4 == 0 ? 4 : 1><<<grid, data_threads, 0, stream>>>(
-        images, labels, count, indices, first, batch, mean, stddev, out, out_labels, targets, target_width,
-        out_targets, cursor);
+    launch_dependent(kernel_gather_normalize<S, S % 4 == 0 ? 4 : 1>, grid, data_threads, 0, stream, images, labels,
+                     count, indices, first, batch, mean, stddev, out, out_labels, targets, target_width, out_targets,
+                     cursor);
   else
-    kernel_gather_normalize<S, 1><<<grid, data_threads, 0, stream>>>(
-        images, labels, count, indices, first, batch, mean, stddev, out, out_labels, targets, target_width,
-        out_targets, cursor);
-  CTNN_CHECK_LAUNCH();
+    launch_dependent(kernel_gather_normalize<S, 1>, grid, data_threads, 0, stream, images, labels, count, indices,
+                     first, batch, mean, stddev, out, out_labels, targets, target_width, out_targets, cursor);
 }
 
 }  // namespace ctnn::kernels

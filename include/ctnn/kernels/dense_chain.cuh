@@ -365,6 +365,7 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   static_assert(!Backward || fused_loss || true, "backward reads dtop without a fused loss");
 
   __shared__ __align__(16) float smem[Ch::smem_floats];
+  wait_for_prior_grids();  // (launched dependent: see launch.cuh)
   const TileCluster tc;
   const int s0 = int(blockIdx.x) / tc.size * BT, count = min_of(BT, a.batch - s0);
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
@@ -483,6 +484,7 @@ kernel_dense_chain_weights(DenseChainGrads<Ch::S> a, unsigned* __restrict__ tick
   using W = DenseChainWeights<Ch>;
   constexpr int ROWS = W::rows, T = W::threads;
   __shared__ __align__(16) float dy_s[ROWS * W::max_tn];  // (ROWS, TN)
+  wait_for_prior_grids();
   const int chunks = W::chunks(a.batch);
   const int blk = int(blockIdx.x) / chunks, chunk = int(blockIdx.x) % chunks;
   int tile_base = 0;  // tiles of the stages before this block's
@@ -581,8 +583,8 @@ struct cuda_dense_chain {
           break;
         }
     const unsigned grid = tiles * unsigned(blocks_per_tile);
-    kernels::launch_clustered(kernels::kernel_dense_chain<Ch, Loss, Backward>, grid, Ch::threads(Backward), 0,
-                              ctx.stream, blocks_per_tile, a, loss);
+    kernels::launch_kernel(kernels::kernel_dense_chain<Ch, Loss, Backward>, grid, Ch::threads(Backward), 0, ctx.stream,
+                           blocks_per_tile, kernels::Launch::dependent, a, loss);
   }
 
   // Every stage's dW and db; a.partials and a.sums are set here from ctx.workspace.
@@ -601,8 +603,7 @@ struct cuda_dense_chain {
       at += stage_floats<L>(a.batch);
     });
     const unsigned grid = unsigned(W::all_tiles * chunks);
-    kernels::kernel_dense_chain_weights<Ch><<<grid, W::threads, 0, ctx.stream>>>(a, ctx.tickets);
-    CTNN_CHECK_LAUNCH();
+    kernels::launch_dependent(kernels::kernel_dense_chain_weights<Ch>, grid, W::threads, 0, ctx.stream, a, ctx.tickets);
   }
 };
 

@@ -35,6 +35,7 @@ kernel_optimizer_step(float* __restrict__ param,        // [n]
   static_assert(H >= 1, "an optimizer's per-step record holds at least the learning rate");
   constexpr int SA = S > 0 ? S : 1;  // array extent (a slot-less optimizer still compiles)
 
+  wait_for_prior_grids();  // (launched dependent: see launch.cuh)
   float h[H];
 #pragma unroll
   for (int k = 0; k < H; ++k) h[k] = hyper[k];
@@ -88,10 +89,11 @@ void optimizer_step(cudaStream_t stream, float* param, const float* grad, float*
   const bool vec4 = n % 4 == 0 && aligned_to(param, 16) && aligned_to(grad, 16) &&
                     (Opt::state_slots == 0 || aligned_to(state, 16));
   if (vec4)
-    kernel_optimizer_step<Opt, true><<<grid_for(n / 4, T), T, 0, stream>>>(param, grad, state, n, device_hyper, advance);
+    launch_dependent(kernel_optimizer_step<Opt, true>, grid_for(n / 4, T), T, 0, stream, param, grad, state, n,
+                     device_hyper, advance);
   else
-    kernel_optimizer_step<Opt, false><<<grid_for(n, T), T, 0, stream>>>(param, grad, state, n, device_hyper, advance);
-  CTNN_CHECK_LAUNCH();
+    launch_dependent(kernel_optimizer_step<Opt, false>, grid_for(n, T), T, 0, stream, param, grad, state, n,
+                     device_hyper, advance);
 }
 
 }  // namespace ctnn::kernels
