@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <ctnn/core/cuda_check.hpp>
@@ -68,6 +71,22 @@ inline bool close(const std::vector<float>& got, const std::vector<float>& want,
   std::printf("%s %s: worst at %zu: got %.7g want %.7g (%.3g of tolerance)\n", ok ? "ok  " : "FAIL", what, at,
               got.empty() ? 0.0 : double(got[at]), want.empty() ? 0.0 : double(want[at]), worst);
   return ok;
+}
+
+// Runs f: true when it throws std::invalid_argument with `needle` in its message. `message` gets
+// what it threw, or why it did not count.
+template <class F>
+bool throws_invalid_argument(const std::string& needle, std::string& message, F&& f) {
+  message = "(no exception)";
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+    return message.find(needle) != std::string::npos;
+  } catch (const std::exception& e) {
+    message = std::string("wrong exception type: ") + e.what();
+  }
+  return false;
 }
 
 }  // namespace ctnn_test

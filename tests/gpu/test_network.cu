@@ -193,14 +193,8 @@ bool poisoned(const float* v, std::size_t n) {
 
 template <class F>
 void expect_invalid(const std::string& what, const std::string& needle, F&& f) {
-  std::string message = "(no exception)";
-  bool ok = false;
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    message = e.what();
-    ok = message.find(needle) != std::string::npos;
-  }
+  std::string message;
+  const bool ok = ctnn_test::throws_invalid_argument(needle, message, f);
   std::printf("%s %s: %s\n", ok ? "ok  " : "FAIL", what.c_str(), message.c_str());
   check(ok);
 }

@@ -229,16 +229,8 @@ void test_resume() {
 
 template <class F>
 void expect_invalid(const std::string& what, const std::string& needle, F&& f) {
-  std::string message = "(no exception)";
-  bool ok = false;
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    message = e.what();
-    ok = message.find(needle) != std::string::npos;
-  } catch (const std::exception& e) {
-    message = std::string("wrong exception type: ") + e.what();
-  }
+  std::string message;
+  const bool ok = ctnn_test::throws_invalid_argument(needle, message, f);
   check(ok, what + ": " + message);
 }
 
