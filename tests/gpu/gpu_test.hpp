@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -71,6 +72,12 @@ inline bool close(const std::vector<float>& got, const std::vector<float>& want,
   std::printf("%s %s: worst at %zu: got %.7g want %.7g (%.3g of tolerance)\n", ok ? "ok  " : "FAIL", what, at,
               got.empty() ? 0.0 : double(got[at]), want.empty() ? 0.0 : double(want[at]), worst);
   return ok;
+}
+
+// Whether got and want hold the same floats, bit for bit.
+template <class T>
+bool same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+  return got.size() == want.size() && (got.empty() || std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
 }
 
 // Runs f: true when it throws std::invalid_argument with `needle` in its message. `message` gets

@@ -51,8 +51,7 @@ inline bool close_sum(const std::vector<float>& got, const std::vector<float>& w
 
 template <class T>
 bool same_bits(const std::vector<T>& got, const std::vector<T>& want, const char* what) {
-  const bool ok = got.size() == want.size() &&
-                  (got.empty() || std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0);
+  const bool ok = same_bits(got, want);
   std::size_t at = 0;
   while (!ok && at < got.size() && at < want.size() && std::memcmp(&got[at], &want[at], sizeof(T)) == 0) ++at;
   std::printf("%s %s: %s", ok ? "ok  " : "FAIL", what, ok ? "bitwise equal\n" : "");

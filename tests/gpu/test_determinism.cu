@@ -3,7 +3,6 @@
 // reshuffled on the GPU), end with bitwise-identical parameters and report identical statistics; a
 // different initialisation seed or shuffle seed gives different parameters.
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -48,9 +47,7 @@ Dataset learnable_dataset(std::size_t count, std::uint64_t seed) {
   return d;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using ctnn_test::same_bits;
 
 void run() {
   constexpr int batch = 48;

@@ -176,9 +176,7 @@ struct MappedFloats {
   MappedFloats& operator=(const MappedFloats&) = delete;
 };
 
-bool same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-  return got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
-}
+using ctnn_test::same_bits;
 // No NaN (poison) and no infinity: the reference was written.
 bool finite(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
