@@ -33,6 +33,11 @@
 //   latency_in_place_us  (ctnn only) eager, batch 1: host clock from issue to the stream's
 //                synchronisation of CudaNetwork::forward_network_kernel(1, x, output()) with x the
 //                resident test image where it lies: the forward with no copy; median as latency_us.
+//   resident_us  (ctnn only) ResidentPredictor::predict of one normalised image from host memory: the
+//                network kernel kept resident (network/resident_predictor.hpp) reads it from a mailbox of
+//                mapped pinned memory and writes the probabilities back there; no launch, no stream
+//                synchronisation; host clock around the call, median of --latency-iters after 50 warm-up.
+//                First checked bit for bit against Trainer::predict on 16 test images.
 //   latency_floor_us  (ctnn only) latency_us's graph with the copy of the image alone, no forward.
 //   path_network_kernel_us, path_groups_us  (ctnn only) latency_us at batches 1, 2, 4, ..., 1024 for
 //                each of the two paths forward_fused chooses between (CudaNetwork::forward_network_kernel,
@@ -44,6 +49,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <stdexcept>
@@ -433,6 +439,27 @@ int main(int argc, char** argv) try {
     });
     report("eager", 1, "latency_in_place_us", in_place_us, 3);
   }
+  double resident_us = 0;
+  if constexpr (Trainer::network_type::has_network_kernel) {
+    // (in a scope of its own: nothing may wait for the whole device while it runs)
+    ctnn::ResidentPredictor resident(net);
+    std::vector<float> probs(ctnn::ResidentPredictor<Trainer::network_type>::outputs);
+    for (int i = 0; i < 16; ++i) {  // the same bits as Trainer::predict
+      const float* image = test_x.data() + std::size_t(i) * image_floats;
+      resident.predict(image, 1, probs.data());
+      const std::vector<float> want = trainer->predict(image, 1);
+      if (std::memcmp(probs.data(), want.data(), want.size() * sizeof(float)) != 0)
+        throw std::runtime_error("ResidentPredictor disagrees with Trainer::predict on test image " + std::to_string(i));
+    }
+    std::vector<double> us;
+    for (int i = 0; i < latency_warmup + o.latency_iters; ++i) {
+      const auto t0 = Clock::now();
+      resident.predict(test_x.data() + std::size_t(i % n_test) * image_floats, 1, probs.data());
+      if (i >= latency_warmup) us.push_back(seconds_since(t0) * 1e6);
+    }
+    resident_us = median(us);
+    report("eager", 1, "resident_us", resident_us, 3);
+  }
 
   // ---- the two inference paths by batch (what forward_fused chooses between) ----
   struct PathRow {
@@ -480,6 +507,8 @@ int main(int argc, char** argv) try {
   std::printf("NOTE ctnn eval_img_s: Trainer::evaluate from host memory (uint8 test set), host clock\n");
   std::printf("NOTE ctnn predict_us: Trainer::predict of one normalised image from host memory (the network "
               "kernel reading it from mapped pinned memory and writing the probabilities there), host clock\n");
+  std::printf("NOTE ctnn resident_us: ResidentPredictor::predict of one normalised image from host memory "
+              "(the resident network kernel, one multiprocessor held; no launch), host clock\n");
   std::printf("NOTE ctnn latency_in_place_us: host clock, the network kernel's forward of one resident image "
               "where it lies (no copy) + stream synchronise\n");
 
@@ -505,6 +534,7 @@ int main(int argc, char** argv) try {
   std::printf("%-22s %6d %12.1f\n", "forward, graph", 1, graph_us);
   if (in_place_us > 0) std::printf("%-22s %6d %12.1f\n", "in place, eager", 1, in_place_us);
   std::printf("%-22s %6d %12.1f\n", "Trainer::predict", 1, predict_us);
+  if (resident_us > 0) std::printf("%-22s %6d %12.1f\n", "ResidentPredictor", 1, resident_us);
   std::printf("%-22s %6d %12.1f\n", "floor: the copy alone", 1, floor_us);
   std::printf("inference paths, graph latency (us), forward_fused's choice marked *: network kernel up to batch %d\n",
               Trainer::network_type::runs_network_kernel(1) ? CTNN_NETWORK_KERNEL_MAX_BATCH : 0);

@@ -30,4 +30,5 @@
 #include "train/host_trainer.hpp"
 #ifdef __CUDACC__
 #include "train/cuda_trainer.hpp"  // nvcc only
+#include "network/resident_predictor.hpp"  // nvcc only
 #endif

@@ -649,9 +649,67 @@ struct SamplePlan {
       smem_bytes + staging.floats * sizeof(float) + std::size_t(staging.barriers) * 8;
 };
 
-// Staged = true: thread 0 first starts bulk copies (bulk_copy.cuh) of every staged step's weights into
-// shared memory, which land while the steps before them run; each such step waits for its own. Without
-// them (before sm_90) the steps read their weights from global memory as in a launch without staging.
+// Whether a launch of these steps that asks for staging stages any weights (bulk copies need sm_90).
+template <bool Staged, class... Steps>
+inline constexpr bool network_bulk_staged =
+    Staged && SamplePlan<Steps...>::staging.barriers > 0 && bulk::available;
+
+// Thread 0 of a block that stages: starts the bulk copies (bulk_copy.cuh) of every staged step's
+// weights and bias into `staged`, in step order, one barrier per step; they land while the steps
+// before them run. A __syncthreads() must follow before any thread waits on a barrier.
+template <class... Steps>
+__device__ void network_start_staging(const float* __restrict__ params, float* staged, std::uint64_t* barriers) {
+  using P = SamplePlan<Steps...>;
+  for (int i = 0; i < P::staging.barriers; ++i) bulk::init(barriers + i);
+  bulk::fence_init();
+  static_for<int(P::count)>([&](auto si) {
+    constexpr int s = decltype(si)::value;
+    using S = std::tuple_element_t<s, std::tuple<Steps...>>;
+    if constexpr (P::staging.staged(s)) {
+      using Op = typename S::op;
+      constexpr int first = P::staging.first[s];
+      constexpr std::size_t wf = staged_weight_floats<Op>(first), bf = staged_bias_floats<Op>();
+      std::uint64_t* const bar = barriers + P::staging.barrier[s];
+      bulk::expect(bar, std::uint32_t((wf + bf) * sizeof(float)));
+      bulk::copy(staged + P::staging.at[s], params + S::weight_at + std::size_t(first) * Op::stage_row_floats,
+                 std::uint32_t(wf * sizeof(float)), bar);
+      bulk::copy(staged + P::staging.at[s] + wf, params + S::bias_at, std::uint32_t(bf * sizeof(float)), bar);
+    }
+  });
+}
+
+// Every step, all NT threads, from the sample in buf's slot 0 to the output in slot buffer_of[count]
+// (returned). A staged step waits for its copies first (at once after the first time: each barrier
+// completes one phase and stays so).
+template <int NT, bool BulkStaged, class... Steps>
+__device__ const float* network_run_steps(const float* __restrict__ params, const float* __restrict__ state,
+                                          float* buf, const float* staged, std::uint64_t* barriers) {
+  using P = SamplePlan<Steps...>;
+  constexpr std::size_t A = P::buffer_floats;
+  static_for<int(P::count)>([&](auto si) {
+    constexpr int s = decltype(si)::value;
+    using S = std::tuple_element_t<s, std::tuple<Steps...>>;
+    float* const from = buf + P::buffer_of[s] * A;
+    float* const to = buf + P::buffer_of[s + 1] * A;
+    if constexpr (is_absorbed<typename S::op>()) {
+      // nothing to run, no barrier
+    } else if constexpr (BulkStaged && P::staging.staged(s)) {
+      bulk::wait(barriers + P::staging.barrier[s]);
+      constexpr int first = P::staging.first[s];
+      const float* const w_staged = staged + P::staging.at[s];
+      S::op::template run<NT, first>(params + S::weight_at, w_staged + staged_weight_floats<typename S::op>(first),
+                                     state + S::state_at, from, to, buf + 2 * A, w_staged);
+    } else {
+      S::op::template run<NT>(params + S::weight_at, params + S::bias_at, state + S::state_at, from, to, buf + 2 * A);
+    }
+    if constexpr (!is_absorbed<typename S::op>()) __syncthreads();
+  });
+  return buf + P::buffer_of[P::count] * A;
+}
+
+// Staged = true: thread 0 first starts bulk copies of every staged step's weights into shared memory,
+// which land while the steps before them run; each such step waits for its own. Without them (before
+// sm_90) the steps read their weights from global memory as in a launch without staging.
 template <int NT, bool Staged, class... Steps>
 __global__ void __launch_bounds__(NT)
 kernel_network_forward(const float* __restrict__ params,  // the network's parameters (BufferPlan)
@@ -662,29 +720,11 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
   using P = SamplePlan<Steps...>;
   extern __shared__ float4 network_smem[];
   float* const buf = reinterpret_cast<float*>(network_smem);
-  [[maybe_unused]] float* const staged = buf + P::staged_base;
-  [[maybe_unused]] std::uint64_t* const barriers = reinterpret_cast<std::uint64_t*>(staged + P::staging.floats);
-  constexpr bool bulk_staged = Staged && P::staging.barriers > 0 && bulk::available;
-  if constexpr (bulk_staged) {
-    if (threadIdx.x == 0) {  // the copies, in step order (each step's weights, then its bias)
-      for (int i = 0; i < P::staging.barriers; ++i) bulk::init(barriers + i);
-      bulk::fence_init();
-      static_for<int(P::count)>([&](auto si) {
-        constexpr int s = decltype(si)::value;
-        using S = std::tuple_element_t<s, std::tuple<Steps...>>;
-        if constexpr (P::staging.staged(s)) {
-          using Op = typename S::op;
-          constexpr int first = P::staging.first[s];
-          constexpr std::size_t wf = staged_weight_floats<Op>(first), bf = staged_bias_floats<Op>();
-          std::uint64_t* const bar = barriers + P::staging.barrier[s];
-          bulk::expect(bar, std::uint32_t((wf + bf) * sizeof(float)));
-          bulk::copy(staged + P::staging.at[s], params + S::weight_at + std::size_t(first) * Op::stage_row_floats,
-                     std::uint32_t(wf * sizeof(float)), bar);
-          bulk::copy(staged + P::staging.at[s] + wf, params + S::bias_at, std::uint32_t(bf * sizeof(float)), bar);
-        }
-      });
-    }
-  }
+  float* const staged = buf + P::staged_base;
+  std::uint64_t* const barriers = reinterpret_cast<std::uint64_t*>(staged + P::staging.floats);
+  constexpr bool bulk_staged = network_bulk_staged<Staged, Steps...>;
+  if constexpr (bulk_staged)
+    if (threadIdx.x == 0) network_start_staging<Steps...>(params, staged, barriers);
   const std::size_t n = blockIdx.x;
   // The sample's input: every load in flight before the first store (16-byte loads where aligned), so
   // that a large input (a tail kernel's 8,192 floats) costs one memory latency, not one per stride.
@@ -702,26 +742,7 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
     for (int i = threadIdx.x; i < int(P::in_size); i += NT) buf[i] = __ldg(x + n * P::in_size + std::size_t(i));
   }
   __syncthreads();  // (also publishes the barriers' initialisation)
-  constexpr std::size_t A = P::buffer_floats;
-  static_for<int(P::count)>([&](auto si) {
-    constexpr int s = decltype(si)::value;
-    using S = std::tuple_element_t<s, std::tuple<Steps...>>;
-    float* const from = buf + P::buffer_of[s] * A;
-    float* const to = buf + P::buffer_of[s + 1] * A;
-    if constexpr (is_absorbed<typename S::op>()) {
-      // nothing to run, no barrier
-    } else if constexpr (bulk_staged && P::staging.staged(s)) {
-      bulk::wait(barriers + P::staging.barrier[s]);
-      constexpr int first = P::staging.first[s];
-      const float* const w_staged = staged + P::staging.at[s];
-      S::op::template run<NT, first>(params + S::weight_at, w_staged + staged_weight_floats<typename S::op>(first),
-                                     state + S::state_at, from, to, buf + 2 * A, w_staged);
-    } else {
-      S::op::template run<NT>(params + S::weight_at, params + S::bias_at, state + S::state_at, from, to, buf + 2 * A);
-    }
-    if constexpr (!is_absorbed<typename S::op>()) __syncthreads();
-  });
-  const float* out = buf + P::buffer_of[P::count] * A;
+  const float* out = network_run_steps<NT, bulk_staged, Steps...>(params, state, buf, staged, barriers);
   for (int i = threadIdx.x; i < int(P::out_size); i += NT) y[n * P::out_size + std::size_t(i)] = out[i];
 }
 
