@@ -678,6 +678,25 @@ __device__ void network_start_staging(const float* __restrict__ params, float* s
   });
 }
 
+// A network kernel block's shared memory (SamplePlan's layout): the two activation buffers and the
+// scratch (buf), then, in a launch that stages, the staged weights and their barriers. Constructed by
+// every thread at entry; in a launch that stages, thread 0 also starts the copies.
+template <bool BulkStaged, class... Steps>
+struct NetworkBlock {
+  using P = SamplePlan<Steps...>;
+  float* buf;
+  float* staged;
+  std::uint64_t* barriers;
+  __device__ explicit NetworkBlock(const float* __restrict__ params) {
+    extern __shared__ float4 network_smem[];
+    buf = reinterpret_cast<float*>(network_smem);
+    staged = buf + P::staged_base;
+    barriers = reinterpret_cast<std::uint64_t*>(staged + P::staging.floats);
+    if constexpr (BulkStaged)
+      if (threadIdx.x == 0) network_start_staging<Steps...>(params, staged, barriers);
+  }
+};
+
 // Every step, all NT threads, from the sample in buf's slot 0 to the output in slot buffer_of[count]
 // (returned). A staged step waits for its copies first (at once after the first time: each barrier
 // completes one phase and stays so).
@@ -718,13 +737,9 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
                        float* __restrict__ y)             // [batch][out_size]
 {
   using P = SamplePlan<Steps...>;
-  extern __shared__ float4 network_smem[];
-  float* const buf = reinterpret_cast<float*>(network_smem);
-  float* const staged = buf + P::staged_base;
-  std::uint64_t* const barriers = reinterpret_cast<std::uint64_t*>(staged + P::staging.floats);
   constexpr bool bulk_staged = network_bulk_staged<Staged, Steps...>;
-  if constexpr (bulk_staged)
-    if (threadIdx.x == 0) network_start_staging<Steps...>(params, staged, barriers);
+  const NetworkBlock<bulk_staged, Steps...> block(params);
+  float* const buf = block.buf;
   const std::size_t n = blockIdx.x;
   // The sample's input: every load in flight before the first store (16-byte loads where aligned), so
   // that a large input (a tail kernel's 8,192 floats) costs one memory latency, not one per stride.
@@ -742,7 +757,7 @@ kernel_network_forward(const float* __restrict__ params,  // the network's param
     for (int i = threadIdx.x; i < int(P::in_size); i += NT) buf[i] = __ldg(x + n * P::in_size + std::size_t(i));
   }
   __syncthreads();  // (also publishes the barriers' initialisation)
-  const float* out = network_run_steps<NT, bulk_staged, Steps...>(params, state, buf, staged, barriers);
+  const float* out = network_run_steps<NT, bulk_staged, Steps...>(params, state, buf, block.staged, block.barriers);
   for (int i = threadIdx.x; i < int(P::out_size); i += NT) y[n * P::out_size + std::size_t(i)] = out[i];
 }
 

@@ -10,6 +10,7 @@
 // (the value's bits low, the sequence high), as NCCL's LL protocol does: an 8-byte store is seen whole
 // or not at all, so a reader that sees the sequence it waits for has the value, and neither side needs
 // a fence. Layout (ResidentMailbox): the command word, then max_batch inputs, then max_batch outputs.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -61,13 +62,9 @@ kernel_network_resident(const float* __restrict__ params,  // the network's para
                         std::uint64_t* relay)              // device memory, 0 at launch
 {
   using P = SamplePlan<Steps...>;
-  extern __shared__ float4 network_smem[];
-  float* const buf = reinterpret_cast<float*>(network_smem);
-  float* const staged = buf + P::staged_base;
-  std::uint64_t* const barriers = reinterpret_cast<std::uint64_t*>(staged + P::staging.floats);
   constexpr bool bulk_staged = network_bulk_staged<Staged, Steps...>;
-  if constexpr (bulk_staged)
-    if (threadIdx.x == 0) network_start_staging<Steps...>(params, staged, barriers);
+  const NetworkBlock<bulk_staged, Steps...> block(params);
+  float* const buf = block.buf;
   // The command, read by every thread before the first step writes (buffer 1 is a step's output).
   std::uint64_t* const command = reinterpret_cast<std::uint64_t*>(buf + P::buffer_floats);
   const std::uint32_t b = blockIdx.x, max_batch = gridDim.x;
@@ -112,7 +109,7 @@ kernel_network_resident(const float* __restrict__ params,  // the network's para
         buf[i] = __uint_as_float(std::uint32_t(w[j]));
       }
       __syncthreads();
-      const float* y = network_run_steps<NT, bulk_staged, Steps...>(params, state, buf, staged, barriers);
+      const float* y = network_run_steps<NT, bulk_staged, Steps...>(params, state, buf, block.staged, block.barriers);
       for (int i = threadIdx.x; i < int(P::out_size); i += NT)
         store_system(out + i, ResidentMailbox::word(sequence, __float_as_uint(y[i])));
     }
@@ -135,34 +132,35 @@ struct network_resident<cuda_network_kernel<Steps...>> {
   }
   static void launch(cudaStream_t stream, const float* params, const float* state, std::uint64_t* mailbox,
                      std::uint64_t* relay, int blocks) {
-    if constexpr (base::can_stage) {
-      if (base::stages(blocks)) {
-        constexpr auto kernel = kernel_network_resident<threads, true, Steps...>;
-        request_dynamic_smem<kernel, int(base::staged_bytes)>();
-        kernel<<<unsigned(blocks), threads, base::staged_bytes, stream>>>(params, state, mailbox, relay);
-        CTNN_CHECK_LAUNCH();
-        return;
-      }
-    }
-    constexpr auto kernel = kernel_network_resident<threads, false, Steps...>;
-    request_dynamic_smem<kernel, int(plan::smem_bytes)>();
-    kernel<<<unsigned(blocks), threads, plan::smem_bytes, stream>>>(params, state, mailbox, relay);
-    CTNN_CHECK_LAUNCH();
+    if constexpr (base::can_stage)
+      if (base::stages(blocks)) return launch_as<true>(stream, params, state, mailbox, relay, blocks);
+    launch_as<false>(stream, params, state, mailbox, relay, blocks);
   }
   // How many blocks can be resident at once on the current device (so many may serve together).
   static int max_blocks() {
-    int per_sm = 0;
-    const bool staged = base::can_stage && base::stages(1);
-    if (staged) {
-      constexpr auto kernel = kernel_network_resident<threads, true, Steps...>;
-      request_dynamic_smem<kernel, int(base::staged_bytes)>();
-      CTNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, base::staged_bytes));
-      return per_sm * int(sm_count());  // (stages(blocks) holds up to the SM count)
-    }
-    constexpr auto kernel = kernel_network_resident<threads, false, Steps...>;
-    request_dynamic_smem<kernel, int(plan::smem_bytes)>();
-    CTNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, plan::smem_bytes));
-    return per_sm * int(sm_count());
+    if constexpr (base::can_stage)
+      if (base::stages(1)) return std::min(blocks_per_sm<true>(), 1) * int(sm_count());  // (stages up to the SM count)
+    return blocks_per_sm<false>() * int(sm_count());
+  }
+
+ private:
+  template <bool Staged>
+  static constexpr auto kernel = kernel_network_resident<threads, Staged, Steps...>;
+  template <bool Staged>
+  static constexpr std::size_t smem = Staged ? base::staged_bytes : plan::smem_bytes;
+  template <bool Staged>
+  static void launch_as(cudaStream_t stream, const float* params, const float* state, std::uint64_t* mailbox,
+                        std::uint64_t* relay, int blocks) {
+    request_dynamic_smem<kernel<Staged>, int(smem<Staged>)>();
+    kernel<Staged><<<unsigned(blocks), threads, smem<Staged>, stream>>>(params, state, mailbox, relay);
+    CTNN_CHECK_LAUNCH();
+  }
+  template <bool Staged>
+  static int blocks_per_sm() {
+    request_dynamic_smem<kernel<Staged>, int(smem<Staged>)>();
+    int n = 0;
+    CTNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel<Staged>, threads, smem<Staged>));
+    return n;
   }
 };
 
