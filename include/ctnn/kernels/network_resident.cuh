@@ -26,6 +26,12 @@ struct ResidentMailbox {
   static constexpr std::size_t words(std::size_t max_batch, std::size_t in_size, std::size_t out_size) {
     return inputs_at + max_batch * (in_size + out_size);
   }
+  // Where sample b's input and output words start.
+  static constexpr std::size_t input_at(std::size_t b, std::size_t in_size) { return inputs_at + b * in_size; }
+  static constexpr std::size_t output_at(std::size_t b, std::size_t max_batch, std::size_t in_size,
+                                         std::size_t out_size) {
+    return inputs_at + max_batch * in_size + b * out_size;
+  }
   static constexpr std::uint64_t word(std::uint32_t sequence, std::uint32_t bits) {
     return std::uint64_t(sequence) << 32 | bits;
   }
@@ -68,9 +74,8 @@ kernel_network_resident(const float* __restrict__ params,  // the network's para
   // The command, read by every thread before the first step writes (buffer 1 is a step's output).
   std::uint64_t* const command = reinterpret_cast<std::uint64_t*>(buf + P::buffer_floats);
   const std::uint32_t b = blockIdx.x, max_batch = gridDim.x;
-  const std::uint64_t* const in = mailbox + ResidentMailbox::inputs_at + std::size_t(b) * P::in_size;
-  std::uint64_t* const out = mailbox + ResidentMailbox::inputs_at + std::size_t(max_batch) * P::in_size +
-                             std::size_t(b) * P::out_size;
+  const std::uint64_t* const in = mailbox + ResidentMailbox::input_at(b, P::in_size);
+  std::uint64_t* const out = mailbox + ResidentMailbox::output_at(b, max_batch, P::in_size, P::out_size);
   std::uint32_t seen = 0;  // the host's first request is sequence 1
   for (;;) {
     // One thread of block 0 polls the mailbox (one 8-byte read over the bus at a time) and relays the

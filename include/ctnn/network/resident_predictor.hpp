@@ -20,7 +20,8 @@
 //   throws): destroying one would wait for the other.
 // Trainer::evaluate of a host data set frees its upload, so it waits too. The predictor answers with a
 // copy of the parameters and layer state taken at construction (make a new one to follow later
-// training). One caller at a time: predict is not thread-safe. The network needs the network kernel (CudaNetwork::has_network_kernel).
+// training). One caller at a time: predict is not thread-safe. The network needs the network kernel
+// (CudaNetwork::has_network_kernel).
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -114,14 +115,14 @@ class ResidentPredictor {
                                   (!normalised_images ? "image" : "output") + " pointer");
     if (!failure_.empty()) throw std::runtime_error("ctnn: ResidentPredictor: " + failure_);
     if (count == 0) return;
-    std::uint64_t* const in = mailbox_ + Mailbox::inputs_at;
+    std::uint64_t* const in = mailbox_ + Mailbox::input_at(0, input_size);
     const std::uint32_t sequence = next_sequence();
     const std::size_t n_in = std::size_t(count) * input_size;
     for (std::size_t i = 0; i < n_in; ++i)
       std::atomic_ref<std::uint64_t>(in[i]).store(
           Mailbox::word(sequence, std::bit_cast<std::uint32_t>(normalised_images[i])), std::memory_order_relaxed);
     command(sequence, std::uint32_t(count));  // (a release store: the inputs are visible before it)
-    std::uint64_t* const out = in + std::size_t(max_batch_) * input_size;
+    std::uint64_t* const out = mailbox_ + Mailbox::output_at(0, std::size_t(max_batch_), input_size, outputs);
     const std::size_t n_out = std::size_t(count) * outputs;
     const auto deadline = std::chrono::steady_clock::now() + answer_timeout;
     for (std::size_t i = 0; i < n_out; ++i) {
