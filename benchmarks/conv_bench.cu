@@ -6,14 +6,15 @@
 // stride-1 "same" layers the staged-patch kernels of conv_patch.cuh and the gathering kernel beside them).
 // Prints one table row each:
 //   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
-// Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls, then `samples` samples of
+// Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls (none for `1 1`), then `samples` samples of
 // `reps` back-to-back calls between two CUDA events on one stream; the median sample / reps.
 // FLOPs: 2·Out·OH·OW·C·K·K per sample for each direction (the dense GEMM's count; the zero taps of
 // a padded border are counted, as everyone counts them; the Winograd kernel multiplies 2.25× (4 × 4 tiles: 4×) less, and
 // its TFLOP/s is that count over its time, the rate a direct kernel would need to match it). Peak: FP32 FMA lanes (128 per SM on Hopper)
 // × 2 × SM count × the peak clock the device reports; for the TF32 rows the dense TF32 tensor peak,
 // 1024 FMA per clock per SM on Hopper (H100 SXM: 495 TFLOP/s at its 1.83 GHz boost clock).
-// Usage: conv_bench [samples] [reps]      (conv_bench 1 1: one call each, for ncu)
+// Usage: conv_bench [samples] [reps] [layer] [batch]   (conv_bench 1 1: one call each, for ncu)
+//   layer: only the layers whose name contains this text; batch: only this batch (0: all)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,7 +31,8 @@ using namespace ctnn;
 
 namespace {
 
-int g_samples = 30, g_reps = 10;
+int g_samples = 30, g_reps = 10, g_batch = 0;
+const char* g_layer = "";
 double g_peak_tflops = 0, g_tf32_peak_tflops = 0;
 
 struct Buf {
@@ -49,7 +51,8 @@ struct Buf {
 
 template <class F>
 double time_us(cudaStream_t s, F&& launch) {
-  for (int i = 0; i < 5; ++i) launch();
+  const int warmups = g_samples == 1 && g_reps == 1 ? 0 : 5;  // (1 1: one call each, for ncu)
+  for (int i = 0; i < warmups; ++i) launch();
   CTNN_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaEvent_t a, b;
   CTNN_CUDA_CHECK(cudaEventCreate(&a));
@@ -153,7 +156,12 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
 }
 
 template <class L, class In>
-void bench(const char* name, std::initializer_list<int> batches) {
+void bench(const char* name, std::initializer_list<int> all_batches) {
+  if (std::string(name).find(g_layer) == std::string::npos) return;
+  std::vector<int> batches;
+  for (const int n : all_batches)
+    if (g_batch == 0 || n == g_batch) batches.push_back(n);
+  if (batches.empty()) return;
   using B = typename L::template bind<In>;
   using Dev = cuda_layer<L, In>;
   using G = typename Dev::dims;
@@ -163,7 +171,7 @@ void bench(const char* name, std::initializer_list<int> batches) {
   constexpr bool wgrad_direct = kernels::ConvWgrad<G>::fits;
   constexpr bool patch = kernels::conv_patch_fp32_fits<G>();
   constexpr auto gemm = ConvAlgo::implicit_gemm, direct = ConvAlgo::direct;
-  const int max_batch = std::max(batches);
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::size_t ws_floats = Dev::template workspace_floats_for<gemm>(max_batch);
   if constexpr (wgrad_direct) ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<direct>(max_batch));
   if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the variants' splits
@@ -280,6 +288,8 @@ void bench(const char* name, std::initializer_list<int> batches) {
 int main(int argc, char** argv) {
   if (argc > 1) g_samples = std::max(1, std::atoi(argv[1]));
   if (argc > 2) g_reps = std::max(1, std::atoi(argv[2]));
+  if (argc > 3) g_layer = argv[3];
+  if (argc > 4) g_batch = std::atoi(argv[4]);
   int dev = 0, sms = 0, khz = 0;
   cudaDeviceProp prop{};
   CTNN_CUDA_CHECK(cudaGetDevice(&dev));

@@ -48,6 +48,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -255,6 +256,14 @@ TrainRun train(const Options& o, int batch, const ctnn::Dataset& train_set, cons
   r.final_loss = loss;
   r.step = trainer->step_graph_nodes();
   r.test_acc = 100 * trainer->evaluate(test_set).accuracy;
+  // A fingerprint of the trained parameters' bits: two builds that train alike print the same one.
+  std::uint64_t fnv = 0xcbf29ce484222325ull;
+  for (const float v : trainer->parameters()) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int i = 0; i < 4; ++i) fnv = (fnv ^ ((bits >> (8 * i)) & 0xffu)) * 0x100000001b3ull;
+  }
+  std::printf("CHECK batch %d: FNV-1a of the parameters after training %016llx\n", batch, (unsigned long long)fnv);
   return r;
 }
 

@@ -49,6 +49,9 @@
 namespace ctnn {
 namespace kernels {
 
+// Floats per vector access along rows of I floats: 4 when every row starts 16-byte aligned.
+constexpr int vec_width(int I) { return I % 4 == 0 ? 4 : 1; }
+
 // Dense<N> on I inputs followed by the element-wise Fn (identity_fn when none).
 template <int I_, int N_, class Fn_>
 struct DenseStage {
@@ -113,6 +116,17 @@ struct DenseChainDims {
     return at;
   }
   static constexpr int g_at = BT * (I0 + sum_n), smem_floats = BT * per_sample;
+  // The tail (chain_tail): the last stage, the loss and the gradient into the stage before, one warp
+  // per sample, where the last stage is small: at most 32 units on at most 32 vectors of inputs, so
+  // that a lane keeps its weights in registers from the forward to the backward.
+  // CTNN_DENSE_CHAIN_TAIL=0 turns it off (for measuring).
+#ifdef CTNN_DENSE_CHAIN_TAIL
+  static constexpr bool tail_enabled = CTNN_DENSE_CHAIN_TAIL;
+#else
+  static constexpr bool tail_enabled = true;
+#endif
+  static constexpr int last_i = stage<S - 1>::I;
+  static constexpr bool tail = tail_enabled && S >= 2 && NL <= 32 && last_i / vec_width(last_i) <= 32;
 };
 
 // Pointers of one launch (S stages).
@@ -141,8 +155,6 @@ struct DenseChainGrads {
   int batch = 0;
 };
 
-// Floats per vector access along rows of I floats: 4 when every row starts 16-byte aligned.
-constexpr int vec_width(int I) { return I % 4 == 0 ? 4 : 1; }
 // V consecutive floats from global memory (16-byte aligned when V = 4), or zeros when !valid.
 template <int V>
 __device__ __forceinline__ void load_global(const float* p, bool valid, float (&r)[V]) {
@@ -353,6 +365,106 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, co
   }
 }
 
+// Lanes per column of chain_backward_stage for Q vector columns and T threads (a power of two, at
+// most 32, the most that keep every column in one round).
+constexpr int chain_column_lanes(int Q, int T) {
+  int G = 1;
+  while (G < 32 && Q * G * 2 <= T) G *= 2;
+  return G;
+}
+
+// The chain's tail (DenseChainDims::tail): its last stage, N units on I inputs followed by Fn, with the
+// loss fused, one warp per sample and no block barrier between the forward, the loss and the backward
+// (which were three phases of the tile with barriers between them). Per sample s of the tile: the
+// stage's forward (lane n of the warp ends with unit n: the same lanes' partial sums added by the same
+// reduce-scatter as chain_forward_stage, so the same bits), the loss and its gradient at the logits
+// (cuda_loss's function), Fn's derivative, and with Backward the gradient into the previous stage's
+// output through its activation Fp: per column, the G partial sums of chain_backward_stage (lane g its
+// units n ≡ g mod G in increasing order) added in its butterfly's tree, so again the same bits. A lane
+// keeps its V columns' weights of all N units in registers from the forward to the backward.
+template <int BT, int N, int I, int T, class Fn, class Fp, class Loss, bool Backward>
+__device__ __noinline__ void chain_tail(const float* hin,  // [BT][I] shared: the previous stage's output
+                                        float* top,        // [BT][N] shared: this stage's output
+                                        float* gn,         // [BT][N] shared: the gradient at its Dense output
+                                        float* gq,         // [BT][I] shared: the gradient into the previous stage
+                                        const float* __restrict__ w, const float* __restrict__ b, float* pre,
+                                        float* out, float* probs, float* dpre_last, float* dpre_prev,
+                                        const LossRun<Loss>& loss, int s0, int count, int batch, bool writer) {
+  constexpr int V = vec_width(I), KV = I / V, G = chain_column_lanes(KV, T);
+  static_assert(N <= 32 && KV <= 32, "a lane's columns of every unit in registers");
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const bool has = lane < KV;
+  float wv[N][V];
+#pragma unroll
+  for (int n = 0; n < N; ++n) load_global(w + std::size_t(n) * I + lane * V, has, wv[n]);
+  const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;
+  for (int s = warp; s < count; s += T / 32) {  // (uniform over the warp)
+    const std::size_t at = std::size_t(s0 + s);
+    float xv[V] = {};
+    if (has) load_shared(hin + s * I + lane * V, xv);
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[n] = fmaf(wv[n][j], xv[j], acc[n]);
+    const float sum = warp_reduce_scatter(acc, lane);
+    if (lane < N) {
+      const float p = sum + b[lane], y = Fn::apply(p);
+      top[s * N + lane] = y;
+      if (pre && writer) {
+        pre[at * N + lane] = p;
+        if (out != pre) out[at * N + lane] = y;
+      }
+    }
+    __syncwarp();
+    cuda_loss<Loss>::template sample<N>(loss.options, top + s * N, loss.labels ? loss.labels + at : nullptr,
+                                        loss.labels ? nullptr : loss.targets + at * N, batch,
+                                        Backward ? gn + s * N : nullptr, 1, probs && writer ? probs + at * N : nullptr,
+                                        writer ? loss.loss + out0 + at : nullptr,
+                                        writer ? loss.correct + out0 + at : nullptr, lane);
+    if constexpr (Backward) {
+      __syncwarp();
+      if (lane < N) {
+        float g = gn[s * N + lane];
+        if constexpr (!std::is_same_v<Fn, identity_fn>) g *= Fn::derivative(top[s * N + lane]);
+        gn[s * N + lane] = g;
+        if (writer && dpre_last) dpre_last[at * N + lane] = g;
+      }
+      __syncwarp();
+      if (!has) continue;
+      float part[G][V];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) part[g][j] = 0.f;
+#pragma unroll
+        for (int n = g; n < N; n += G) {
+          const float d = gn[s * N + n];
+#pragma unroll
+          for (int j = 0; j < V; ++j) part[g][j] = fmaf(wv[n][j], d, part[g][j]);
+        }
+      }
+#pragma unroll
+      for (int half = G / 2; half >= 1; half /= 2)
+#pragma unroll
+        for (int g = 0; g < half; ++g)
+#pragma unroll
+          for (int j = 0; j < V; ++j) part[g][j] += part[g + half][j];
+      const int k = lane * V;
+      if constexpr (!std::is_same_v<Fp, identity_fn>) {
+        float hv[V];
+        load_shared(hin + s * I + k, hv);
+#pragma unroll
+        for (int j = 0; j < V; ++j) part[0][j] *= Fp::derivative(hv[j]);
+      }
+      store_floats(gq + s * I + k, part[0]);
+      if (writer && dpre_prev) store_floats(dpre_prev + at * I + k, part[0]);
+    }
+  }
+}
+
 template <class Ch, class Loss, bool Backward>
 __global__ void __launch_bounds__(Ch::threads(Backward))
 kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
@@ -382,16 +494,19 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   // block, the first writing its outputs; a larger one is shared by the cluster's blocks. (LeNet-5 at
   // batch 64 on an H200: 120 → 84 whole in each block 7.3 µs against 3.3 shared, 84 → 10 1.8 against 2.4.)
   const bool writer = tc.rank == 0;
+  constexpr bool tail = Ch::tail && fused_loss;  // the last stage, the loss and its backward: chain_tail
   static_for<S>([&](auto stage) {
     constexpr int L = decltype(stage)::value;
-    using St = typename Ch::template stage<L>;
-    constexpr bool whole = St::N <= (32 / BT) * warps;
-    const bool writes = !whole || writer;
-    chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
-        smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], writes ? a.pre[L] : nullptr,
-        writes ? a.out[L] : nullptr, St::I, St::N, s0, count, warps, whole ? TileCluster::alone() : tc);
-    if (whole) __syncthreads();
-    else tc.sync();
+    if constexpr (!(tail && L == S - 1)) {  // (else chain_tail)
+      using St = typename Ch::template stage<L>;
+      constexpr bool whole = St::N <= (32 / BT) * warps;
+      const bool writes = !whole || writer;
+      chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
+          smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], writes ? a.pre[L] : nullptr,
+          writes ? a.out[L] : nullptr, St::I, St::N, s0, count, warps, whole ? TileCluster::alone() : tc);
+      if (whole) __syncthreads();
+      else tc.sync();
+    }
   });
 
   const float* top = smem + Ch::h_at(S - 1);  // [BT][NL]
@@ -399,7 +514,12 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   float* g1 = g0 + Ch::max_n * BT;
   // Per sample (a warp each, in every block; the first block writes the results out): the loss and its
   // gradient (a row of g0), or the Softmax's probabilities.
-  if constexpr (fused_loss) {
+  if constexpr (tail) {
+    using St = typename Ch::template stage<S - 1>;
+    chain_tail<BT, NL, St::I, T, typename St::fn, typename Ch::template stage<S - 2>::fn, Loss, Backward>(
+        smem + Ch::h_at(S - 2), smem + Ch::h_at(S - 1), g0, g1, a.w[S - 1], a.b[S - 1], a.pre[S - 1], a.out[S - 1],
+        a.probs, a.dpre[S - 1], a.dpre[S - 2], loss, s0, count, a.batch, writer);
+  } else if constexpr (fused_loss) {
     const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
     for (int s = warp; s < count; s += warps) {
       const std::size_t at = std::size_t(s0 + s);
@@ -418,7 +538,8 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   if constexpr (!fused_loss)
     for (int e = threadIdx.x; e < BT * NL; e += T) g0[e] = e / NL < count ? a.dtop[std::size_t(s0) * NL + e] : 0.f;
   __syncthreads();
-  {  // The last stage's activation: the gradient at its Dense output (each block its own copy; one writes it out).
+  if constexpr (!tail) {  // The last stage's activation: the gradient at its Dense output (each block its
+    // own copy; one writes it out).
     using Fn = typename Ch::template stage<S - 1>::fn;
     for (int e = threadIdx.x; e < BT * NL; e += T) {
       float g = g0[e];
@@ -426,27 +547,29 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
       g0[e] = g;
       if (e / NL < count && writer) a.dpre[S - 1][std::size_t(s0) * NL + e] = g;
     }
+    __syncthreads();
   }
-  __syncthreads();
 
   // Backward, stage by stage from the last: the gradient at stage L's Dense output is in one buffer
   // (g0 for the last stage); its product with W goes to the other, through the previous stage's
   // activation, or to dx.
   static_for<S>([&](auto rev) {
     constexpr int L = S - 1 - decltype(rev)::value;
-    using St = typename Ch::template stage<L>;
-    constexpr int I = St::I;
-    const float* gp = (S - 1 - L) % 2 == 0 ? g0 : g1;  // [BT][N]
-    float* gq = (S - 1 - L) % 2 == 0 ? g1 : g0;        // [BT][I]
-    if constexpr (L > 0) {  // every block the whole stage (one block of the cluster writes dpre)
-      using Fp = typename Ch::template stage<L - 1>::fn;
-      chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, smem + Ch::h_at(L - 1), a.w[L],
-                                                 writer ? a.dpre[L - 1] : nullptr, I, St::N, s0, count, T,
-                                                 TileCluster::alone());
-      __syncthreads();
-    } else if (a.dx) {  // the cluster's blocks a share of dx each
-      chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, nullptr, a.w[L], a.dx, I, St::N, s0, count,
-                                                          T, tc);
+    if constexpr (!(tail && L == S - 1)) {  // (else chain_tail)
+      using St = typename Ch::template stage<L>;
+      constexpr int I = St::I;
+      const float* gp = (S - 1 - L) % 2 == 0 ? g0 : g1;  // [BT][N]
+      float* gq = (S - 1 - L) % 2 == 0 ? g1 : g0;        // [BT][I]
+      if constexpr (L > 0) {  // every block the whole stage (one block of the cluster writes dpre)
+        using Fp = typename Ch::template stage<L - 1>::fn;
+        chain_backward_stage<BT, vec_width(I), Fp>(gp, gq, smem + Ch::h_at(L - 1), a.w[L],
+                                                   writer ? a.dpre[L - 1] : nullptr, I, St::N, s0, count, T,
+                                                   TileCluster::alone());
+        __syncthreads();
+      } else if (a.dx) {  // the cluster's blocks a share of dx each
+        chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, nullptr, a.w[L], a.dx, I, St::N, s0, count,
+                                                            T, tc);
+      }
     }
   });
 }
