@@ -35,6 +35,10 @@ struct ConvDims {
 template <int C, int H, int W>
 struct PlainLoad {
   const float* p;
+  // (As GatherLoad's, data.cuh: nothing to bind, no blocks of its own.)
+  __device__ PlainLoad bind() const { return *this; }
+  unsigned extra_blocks(int) const { return 0; }
+  __device__ void extra(unsigned) const {}
   __device__ float operator()(std::size_t n, int c, int y, int x) const {
     return p[((n * C + c) * H + y) * W + x];
   }

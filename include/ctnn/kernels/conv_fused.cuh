@@ -32,6 +32,7 @@
 #include "../layers/pool.hpp"
 #include "conv.cuh"
 #include "conv_direct.cuh"
+#include "data.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -146,15 +147,18 @@ struct ConvGroupGrad {
   }
 };
 
-template <class G, int PQ, class Store>
+// Blocks from conv_blocks on run the Load's own blocks (GatherLoad: the step's gather) instead.
+template <class G, int PQ, class Store, class Load>
 __global__ void __launch_bounds__(ConvDirect<G, PQ>::threads)
 kernel_conv_group_forward(const float* __restrict__ w,  // [Out][C][K][K]
                           const float* __restrict__ b,  // [Out]
-                          const float* __restrict__ x,  // [batch][C][H][W]
-                          Store st)                     // ConvGroupStore
+                          Load x,                       // the input: PlainLoad, or GatherLoad (data.cuh)
+                          Store st,                     // ConvGroupStore
+                          unsigned conv_blocks)
 {
   wait_for_prior_grids();  // (launched dependent: see launch.cuh)
-  conv_forward_direct_block<G, false, PQ>(w, b, PlainLoad<G::C, G::H, G::W>{x}, st);
+  if (blockIdx.x >= conv_blocks) return x.extra(blockIdx.x - conv_blocks);  // (uniform over the block)
+  conv_forward_direct_block<G, false, PQ>(w, b, x.bind(), st);
 }
 
 // Backward data, stride 1 (the flipped forward, DG = ConvDgradDims<G>) or any stride (the gather).
@@ -246,10 +250,18 @@ struct cuda_conv_group {
   // y: the group's output; keep: null in evaluation, else where training keeps what backward needs.
   static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y, void* keep,
                       int batch) {
+    forward_from(ctx, w, b, kernels::PlainLoad<G::C, G::H, G::W>{x}, y, keep, batch);
+  }
+  // The same with the input read through a Load: PlainLoad, or the dataset's samples (GatherLoad,
+  // whose gather runs in blocks of the same launch).
+  template <class Load>
+  static void forward_from(const CudaContext& ctx, const float* w, const float* b, const Load& x, float* y, void* keep,
+                           int batch) {
     kernels::check_batch(batch, "Conv group forward");
-    const unsigned grid = kernels::grid_for(std::size_t(batch) * Fwd::tiles, 1);
-    kernels::launch_dependent(kernels::kernel_conv_group_forward<G, P::k, Store>, grid, Fwd::threads, 0, ctx.stream, w, b,
-                              x, Store{y, keep});
+    const unsigned conv_blocks = kernels::grid_for(std::size_t(batch) * Fwd::tiles, 1);
+    kernels::launch_dependent(kernels::kernel_conv_group_forward<G, P::k, Store, Load>,
+                              conv_blocks + x.extra_blocks(Fwd::threads), Fwd::threads, 0, ctx.stream, w, b, x,
+                              Store{y, keep}, conv_blocks);
   }
 
   // From dy, the gradient at the group's output, and what forward left (y, keep): dw, db and, unless

@@ -326,6 +326,14 @@ class CudaNetwork {
     if constexpr (std::is_void_v<group_kernels<g>>) return false;
     else return batch >= (forward_only ? group_kernels<g>::forward_min_batch : group_kernels<g>::min_batch);
   }
+  // Whether the first group can gather its input itself at this batch (loss_pass_fused): a conv group
+  // run fused, not its layers one by one.
+  static constexpr bool first_group_gathers(int batch) {
+    if constexpr (fusion::groups[0].kind == GroupKind::conv && !std::is_void_v<group_kernels<0>>)
+      return runs_fused<0>(batch);
+    else
+      return false;
+  }
   // Whether group g has fused kernels at all (whether they run at a given batch: runs_fused).
   template <std::size_t g>
   static constexpr bool fused_group = !std::is_void_v<group_kernels<g>>;
@@ -560,13 +568,33 @@ class CudaNetwork {
   // computes the loss and its own backward in its forward kernel. The activation-gradient slots it
   // leaves unwritten: those inside fused groups, and activation_grad(i) where grad_folded(i). Enqueue
   // only.
+  // With `gather`, the pass first gathers its input from a dataset (kernels/data.cuh; into input(), with
+  // the labels and the step's record): where the first group is a conv group run fused before the
+  // loss's group, its forward kernel runs the gather in blocks of its own and reads the samples where
+  // the dataset holds them (GatherLoad), so neither waits for the other; else a kernel of its own.
   template <class Loss>
-  void loss_pass_fused(int batch, Mode mode, const kernels::LossRun<Loss>& loss, bool backward) {
+  void loss_pass_fused(int batch, Mode mode, const kernels::LossRun<Loss>& loss, bool backward,
+                       const kernels::GatherArgs* gather = nullptr) {
     check_batch(batch);
     constexpr std::size_t top = Loss::template grad_layer<Net>;
     constexpr std::size_t tg = fusion::group_of(top);
     constexpr FusedGroup grp = fusion::groups[tg];
-    kernels::static_for<int(tg)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, false); });
+    const bool gather_in_first = gather && tg > 0 && first_group_gathers(batch);
+    if (gather && !gather_in_first) kernels::gather_normalize<int(plan::act_size[0])>(ctx_.stream, *gather);
+    kernels::static_for<int(tg)>([&](auto g) {
+      constexpr std::size_t gi = decltype(g)::value;
+      if constexpr (gi == 0 && fusion::groups[0].kind == GroupKind::conv && fused_group<0>) {
+        if (gather_in_first) {
+          using K = group_kernels<0>;
+          constexpr std::size_t last = fusion::groups[0].last;
+          void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(last)) : nullptr;
+          return K::forward_from(ctx_, params() + plan::weight_offset[0], params() + plan::bias_offset[0],
+                                 kernels::GatherLoad<K::G::C, K::G::H, K::G::W>{*gather}, activation(last + 1), keep,
+                                 batch);
+        }
+      }
+      group_forward<gi>(batch, mode, false);
+    });
     bool chain_done = false;  // the top chain's forward, loss and backward data are done
     using K = group_kernels<tg>;
     if constexpr (loss_in_chain<tg, top>()) {

@@ -228,12 +228,13 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     DeviceDataset& data = *data_;
     const kernels::StepCursor step{cursor(), std::size_t(batch_), data.extra(), reinterpret_cast<std::byte*>(record()),
                                    int(sizeof(Record))};
-    kernels::gather_normalize<int(input_size)>(s, data.pixels(), data.labels(), data.count(), data.order(), 0, batch,
-                                               this->mean(), this->stddev(), net_.input(), labels(), data.targets(),
-                                               data.target_width(), targets(), step);
+    // The pass gathers the step's samples (in its first kernel where it can: CudaNetwork::loss_pass_fused).
+    const kernels::GatherArgs gather = kernels::gather_args<int(input_size)>(
+        data.pixels(), data.labels(), data.count(), data.order(), 0, batch, this->mean(), this->stddev(), net_.input(),
+        labels(), data.targets(), data.target_width(), targets(), step);
     kernels::LossRun<Loss> run = loss_run(data.target_width() > 0, data.loss(), data.correct());
     run.first = cursor(), run.first_stride = std::size_t(batch_);
-    net_.loss_pass_fused(batch, Mode::train, run, true);
+    net_.loss_pass_fused(batch, Mode::train, run, true, &gather);
     if (update)
       kernels::optimizer_step<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, record()->hyper,
                                  cursor());
