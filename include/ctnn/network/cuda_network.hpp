@@ -583,17 +583,8 @@ class CudaNetwork {
     if (gather && !gather_in_first) kernels::gather_normalize<int(plan::act_size[0])>(ctx_.stream, *gather);
     kernels::static_for<int(tg)>([&](auto g) {
       constexpr std::size_t gi = decltype(g)::value;
-      if constexpr (gi == 0 && fusion::groups[0].kind == GroupKind::conv && fused_group<0>) {
-        if (gather_in_first) {
-          using K = group_kernels<0>;
-          constexpr std::size_t last = fusion::groups[0].last;
-          void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(last)) : nullptr;
-          return K::forward_from(ctx_, params() + plan::weight_offset[0], params() + plan::bias_offset[0],
-                                 kernels::GatherLoad<K::G::C, K::G::H, K::G::W>{*gather}, activation(last + 1), keep,
-                                 batch);
-        }
-      }
-      group_forward<gi>(batch, mode, false);
+      if (gi == 0 && gather_in_first) gathering_group_forward<gi>(batch, mode, *gather);
+      else group_forward<gi>(batch, mode, false);
     });
     bool chain_done = false;  // the top chain's forward, loss and backward data are done
     using K = group_kernels<tg>;
@@ -768,6 +759,20 @@ class CudaNetwork {
                  activation(grp.last + 1), keep, batch);
     } else {
       K::template run<kernels::NoLoss, false>(ctx_, chain_args<g>(batch), {});
+    }
+  }
+
+  // The forward of conv group g (the first; first_group_gathers) reading its input from the dataset,
+  // with the gather in blocks of its launch (loss_pass_fused).
+  template <std::size_t g>
+  void gathering_group_forward(int batch, Mode mode, const kernels::GatherArgs& gather) {
+    if constexpr (fusion::groups[g].kind == GroupKind::conv && fused_group<g>) {
+      using K = group_kernels<g>;
+      using G = typename K::G;
+      constexpr FusedGroup grp = fusion::groups[g];
+      void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(grp.last)) : nullptr;
+      K::forward_from(ctx_, params() + plan::weight_offset[grp.first], params() + plan::bias_offset[grp.first],
+                      kernels::GatherLoad<G::C, G::H, G::W>{gather}, activation(grp.last + 1), keep, batch);
     }
   }
 
