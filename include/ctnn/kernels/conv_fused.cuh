@@ -248,15 +248,11 @@ struct cuda_conv_group {
   }
 
   // y: the group's output; keep: null in evaluation, else where training keeps what backward needs.
-  static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y, void* keep,
-                      int batch) {
-    forward_from(ctx, w, b, kernels::PlainLoad<G::C, G::H, G::W>{x}, y, keep, batch);
-  }
-  // The same with the input read through a Load: PlainLoad, or the dataset's samples (GatherLoad,
+  // The input x is read through a Load: PlainLoad (a tensor), or the dataset's samples (GatherLoad,
   // whose gather runs in blocks of the same launch).
   template <class Load>
-  static void forward_from(const CudaContext& ctx, const float* w, const float* b, const Load& x, float* y, void* keep,
-                           int batch) {
+  static void forward(const CudaContext& ctx, const float* w, const float* b, const Load& x, float* y, void* keep,
+                      int batch) {
     kernels::check_batch(batch, "Conv group forward");
     const unsigned conv_blocks = kernels::grid_for(std::size_t(batch) * Fwd::tiles, 1);
     kernels::launch_dependent(kernels::kernel_conv_group_forward<G, P::k, Store, Load>,

@@ -296,6 +296,29 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
   }
 }
 
+// Lanes per column of chain_backward_stage for Q vector columns and T threads (a power of two, at
+// most 32, the most that keep every column in one round).
+constexpr int chain_column_lanes(int Q, int T) {
+  int G = 1;
+  while (G < 32 && Q * G * 2 <= T) G *= 2;
+  return G;
+}
+
+// The loss of sample s0 + s of the tile (one warp: cuda_loss's function) from its logits z [NL] in
+// shared memory: the gradient at the logits into grad (or not, when null); the probabilities, the loss
+// and whether it was right written out by the writer block only.
+template <int NL, class Loss>
+__device__ void chain_sample_loss(const LossRun<Loss>& loss, const float* z, int s0, int s, int batch, float* grad,
+                                  float* probs, bool writer, int lane) {
+  const std::size_t at = std::size_t(s0 + s);
+  const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
+  cuda_loss<Loss>::template sample<NL>(loss.options, z, loss.labels ? loss.labels + at : nullptr,
+                                       loss.labels ? nullptr : loss.targets + at * NL, batch, grad, 1,
+                                       probs && writer ? probs + at * NL : nullptr,
+                                       writer ? loss.loss + out0 + at : nullptr,
+                                       writer ? loss.correct + out0 + at : nullptr, lane);
+}
+
 // One Dense stage's backward data for the tile: from gp [BT][N] (the gradient at its Dense output),
 // gq [BT][I] = (gp·W) · Fp'(hp) (the previous stage's activation; hp [BT][I] its output), also written
 // to `to` (when not null) for the tile's samples; without gq (the chain's first stage) gp·W goes to `to`
@@ -311,8 +334,7 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, co
   constexpr int CU = 8;  // units whose loads are in flight together (16 measured slower)
   // This block's columns: Qb vector columns from q0 (the cluster's blocks take consecutive slices).
   const int Qc = ceil_div(I / V, tc.size), q0 = tc.rank * Qc, Qb = clamp_to(I / V - q0, 0, Qc);
-  int G = 1;  // lanes per column: the most (a power of two, at most 32) that keep every column in one round
-  while (G < 32 && Qb * G * 2 <= T) G *= 2;
+  const int G = chain_column_lanes(Qb, T);  // lanes per column
   const int per_warp = 32 / G, lane = int(threadIdx.x) % 32, g = lane % G, slots = ceil_div(Qb, per_warp);
 #pragma unroll 1
   for (int slot = int(threadIdx.x) / 32; slot < slots; slot += T / 32) {  // (uniform over the warp)
@@ -365,14 +387,6 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, co
   }
 }
 
-// Lanes per column of chain_backward_stage for Q vector columns and T threads (a power of two, at
-// most 32, the most that keep every column in one round).
-constexpr int chain_column_lanes(int Q, int T) {
-  int G = 1;
-  while (G < 32 && Q * G * 2 <= T) G *= 2;
-  return G;
-}
-
 // The chain's tail (DenseChainDims::tail): its last stage, N units on I inputs followed by Fn, with the
 // loss fused, one warp per sample and no block barrier between the forward, the loss and the backward
 // (which were three phases of the tile with barriers between them). Per sample s of the tile: the
@@ -397,7 +411,6 @@ __device__ __noinline__ void chain_tail(const float* hin,  // [BT][I] shared: th
   float wv[N][V];
 #pragma unroll
   for (int n = 0; n < N; ++n) load_global(w + std::size_t(n) * I + lane * V, has, wv[n]);
-  const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;
   for (int s = warp; s < count; s += T / 32) {  // (uniform over the warp)
     const std::size_t at = std::size_t(s0 + s);
     float xv[V] = {};
@@ -419,11 +432,7 @@ __device__ __noinline__ void chain_tail(const float* hin,  // [BT][I] shared: th
       }
     }
     __syncwarp();
-    cuda_loss<Loss>::template sample<N>(loss.options, top + s * N, loss.labels ? loss.labels + at : nullptr,
-                                        loss.labels ? nullptr : loss.targets + at * N, batch,
-                                        Backward ? gn + s * N : nullptr, 1, probs && writer ? probs + at * N : nullptr,
-                                        writer ? loss.loss + out0 + at : nullptr,
-                                        writer ? loss.correct + out0 + at : nullptr, lane);
+    chain_sample_loss<N>(loss, top + s * N, s0, s, batch, Backward ? gn + s * N : nullptr, probs, writer, lane);
     if constexpr (Backward) {
       __syncwarp();
       if (lane < N) {
@@ -520,15 +529,9 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
         smem + Ch::h_at(S - 2), smem + Ch::h_at(S - 1), g0, g1, a.w[S - 1], a.b[S - 1], a.pre[S - 1], a.out[S - 1],
         a.probs, a.dpre[S - 1], a.dpre[S - 2], loss, s0, count, a.batch, writer);
   } else if constexpr (fused_loss) {
-    const std::size_t out0 = loss.first ? std::size_t(*loss.first) * loss.first_stride : 0;  // of loss, correct
-    for (int s = warp; s < count; s += warps) {
-      const std::size_t at = std::size_t(s0 + s);
-      cuda_loss<Loss>::template sample<NL>(
-          loss.options, top + s * NL, loss.labels ? loss.labels + at : nullptr,
-          loss.labels ? nullptr : loss.targets + at * NL, a.batch, Backward ? g0 + s * NL : nullptr, 1,
-          a.probs && writer ? a.probs + at * NL : nullptr, writer ? loss.loss + out0 + at : nullptr,
-          writer ? loss.correct + out0 + at : nullptr, lane);
-    }
+    for (int s = warp; s < count; s += warps)
+      chain_sample_loss<NL>(loss, top + s * NL, s0, s, a.batch, Backward ? g0 + s * NL : nullptr, a.probs, writer,
+                            lane);
   } else if constexpr (Ch::softmax) {
     if (a.probs && writer)
       for (int s = warp; s < count; s += warps) softmax_row<NL>(top + s * NL, a.probs + std::size_t(s0 + s) * NL, lane);

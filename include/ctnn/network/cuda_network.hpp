@@ -329,8 +329,7 @@ class CudaNetwork {
   // Whether the first group can gather its input itself at this batch (loss_pass_fused): a conv group
   // run fused, not its layers one by one.
   static constexpr bool first_group_gathers(int batch) {
-    if constexpr (fusion::groups[0].kind == GroupKind::conv && !std::is_void_v<group_kernels<0>>)
-      return runs_fused<0>(batch);
+    if constexpr (fusion::groups[0].kind == GroupKind::conv && fused_group<0>) return runs_fused<0>(batch);
     else
       return false;
   }
@@ -753,26 +752,29 @@ class CudaNetwork {
     } else if constexpr (std::is_void_v<K>) {
       // (unreachable: runs_fused is false for a group without kernels)
     } else if constexpr (grp.kind == GroupKind::conv) {
-      constexpr std::size_t i = grp.first;
-      void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(grp.last)) : nullptr;
-      K::forward(ctx_, params() + plan::weight_offset[i], params() + plan::bias_offset[i], activation(i),
-                 activation(grp.last + 1), keep, batch);
+      using G = typename K::G;
+      conv_group_forward<g>(batch, mode, kernels::PlainLoad<G::C, G::H, G::W>{activation(grp.first)});
     } else {
       K::template run<kernels::NoLoss, false>(ctx_, chain_args<g>(batch), {});
     }
   }
 
+  // The fused forward of conv group g with its input read through `x` (a Load: cuda_conv_group::forward).
+  template <std::size_t g, class Load>
+  void conv_group_forward(int batch, Mode mode, const Load& x) {
+    using K = group_kernels<g>;
+    constexpr FusedGroup grp = fusion::groups[g];
+    void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(grp.last)) : nullptr;
+    K::forward(ctx_, params() + plan::weight_offset[grp.first], params() + plan::bias_offset[grp.first], x,
+                    activation(grp.last + 1), keep, batch);
+  }
   // The forward of conv group g (the first; first_group_gathers) reading its input from the dataset,
   // with the gather in blocks of its launch (loss_pass_fused).
   template <std::size_t g>
   void gathering_group_forward(int batch, Mode mode, const kernels::GatherArgs& gather) {
     if constexpr (fusion::groups[g].kind == GroupKind::conv && fused_group<g>) {
-      using K = group_kernels<g>;
-      using G = typename K::G;
-      constexpr FusedGroup grp = fusion::groups[g];
-      void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(grp.last)) : nullptr;
-      K::forward_from(ctx_, params() + plan::weight_offset[grp.first], params() + plan::bias_offset[grp.first],
-                      kernels::GatherLoad<G::C, G::H, G::W>{gather}, activation(grp.last + 1), keep, batch);
+      using G = typename group_kernels<g>::G;
+      conv_group_forward<g>(batch, mode, kernels::GatherLoad<G::C, G::H, G::W>{gather});
     }
   }
 
