@@ -177,18 +177,25 @@ __device__ __forceinline__ void store_floats(float* p, const float (&r)[V]) {
 }
 
 // Lane l of the warp returns the sum over the warp's lanes of v[l]: a reduce-scatter of 32 values in
-// 31 shuffles (each step a lane keeps half of its values and adds its partner's copies of them).
-__device__ __forceinline__ float warp_reduce_scatter(float (&v)[32], int lane) {
+// 31 shuffles (each step a lane keeps half of its values and adds its partner's copies of them). Each
+// step's `Half` is a template argument: with a loop over it (`half /= 2`) nvcc left v in local memory,
+// and the steps went through it (loads, shuffle, store; Nsight Compute, 2026-11-27).
+template <int Half>
+__device__ __forceinline__ void reduce_scatter_step(float (&v)[32], int lane) {
+  const bool upper = (lane & Half) != 0;
 #pragma unroll
-  for (int half = 16; half >= 1; half /= 2) {
-    const bool upper = (lane & half) != 0;
-#pragma unroll
-    for (int i = 0; i < half; ++i) {
-      const float send = upper ? v[i] : v[i + half];
-      const float keep = upper ? v[i + half] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, half);
-    }
+  for (int i = 0; i < Half; ++i) {
+    const float send = upper ? v[i] : v[i + Half];
+    const float keep = upper ? v[i + Half] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, Half);
   }
+}
+__device__ __forceinline__ float warp_reduce_scatter(float (&v)[32], int lane) {
+  reduce_scatter_step<16>(v, lane);
+  reduce_scatter_step<8>(v, lane);
+  reduce_scatter_step<4>(v, lane);
+  reduce_scatter_step<2>(v, lane);
+  reduce_scatter_step<1>(v, lane);
   return v[0];
 }
 
