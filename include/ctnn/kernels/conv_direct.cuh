@@ -501,7 +501,14 @@ struct ConvWgrad {
 #endif
   static constexpr int rg = clamp_to(min_of(threads_wanted / role_threads, smem_limit_floats / E), 1, G::OH);
   static constexpr int threads = role_threads * rg;
-  static constexpr int min_blocks = max_of(1, 1024 / threads);  // registers for two blocks of 512 per SM
+  // Registers for two blocks of 512 per SM. (LeNet-5's two weight gradients spill a few registers
+  // with it, none with one block: epochs on an H100 0.3% faster at batch 64, 8-10% slower at 256 and
+  // 1,024; 2026-11-27.) CTNN_WGRAD_MIN_BLOCKS overrides it (for measuring).
+#ifdef CTNN_WGRAD_MIN_BLOCKS
+  static constexpr int min_blocks = CTNN_WGRAD_MIN_BLOCKS;
+#else
+  static constexpr int min_blocks = max_of(1, 1024 / threads);
+#endif
   // Output pixels per register chunk of a row (the inner loop is unrolled over them: ≤ 512 FMAs).
   static constexpr int owc = [] {
     const int c = clamp_to(512 / (tm * G::K), 1, G::OW);

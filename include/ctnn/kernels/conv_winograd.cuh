@@ -221,7 +221,9 @@ kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [
   using T = ConvWinograd<G, OT>;
   constexpr int KB = T::KB, TB = T::TB, CB = T::CB, XW = T::XW, TN = T::TN, steps = T::steps;
   float* smem = conv_mma_smem();
-  float* raw[2] = {smem, smem + T::raw_floats};
+  // The two stages' raw input rows (a function, not an array of two pointers: indexed by a run-time
+  // stage, such an array lives in local memory).
+  auto raw = [smem](int stage) { return smem + stage * T::raw_floats; };
   float* V = smem + 2 * T::raw_floats;
   float* U = V + T::v_floats;
   const int n = int(blockIdx.x) / T::row_blocks, rb = int(blockIdx.x) % T::row_blocks;
@@ -229,13 +231,13 @@ kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [
 
   // The zero border columns of both stages' input rows (the copies never write them).
   for (int line = threadIdx.x; line < 2 * CB * T::PR; line += T::threads) {
-    float* row = raw[line / (CB * T::PR)] + (line % (CB * T::PR)) * T::RS;
+    float* row = raw(line / (CB * T::PR)) + (line % (CB * T::PR)) * T::RS;
     *reinterpret_cast<float4*>(row) = make_float4(0.f, 0.f, 0.f, 0.f);
     *reinterpret_cast<float4*>(row + 4 + T::W) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  winograd_stage<G, T, Dgrad>(raw[0], x, w, n, y_first, k0, 0);
+  winograd_stage<G, T, Dgrad>(raw(0), x, w, n, y_first, k0, 0);
   cp_async_commit();
-  if (steps > 1) winograd_stage<G, T, Dgrad>(raw[1], x, w, n, y_first, k0, 1);
+  if (steps > 1) winograd_stage<G, T, Dgrad>(raw(1), x, w, n, y_first, k0, 1);
   cp_async_commit();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / T::TG, tg = lane % T::TG;
   float acc[XW][8][TN];
@@ -249,9 +251,9 @@ kernel_conv_winograd(const float* __restrict__ w,    // [Out][C][3][3] (Dgrad: [
   for (int step = 0; step < steps; ++step) {
     cp_async_wait<1>();  // this thread's copies of `step` have landed
     __syncthreads();     // everyone's have, and everyone is done with the last step's V and U
-    winograd_transform<T, Dgrad>(raw[step & 1], V, U);
-    __syncthreads();     // V and U complete; raw[step & 1] free
-    if (step + 2 < steps) winograd_stage<G, T, Dgrad>(raw[step & 1], x, w, n, y_first, k0, step + 2);
+    winograd_transform<T, Dgrad>(raw(step & 1), V, U);
+    __syncthreads();     // V and U complete; raw(step & 1) free
+    if (step + 2 < steps) winograd_stage<G, T, Dgrad>(raw(step & 1), x, w, n, y_first, k0, step + 2);
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < XW; ++s) {

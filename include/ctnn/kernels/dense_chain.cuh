@@ -338,7 +338,7 @@ template <int BT, int V, class Fp>
 __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, const float* hp,
                                                   const float* __restrict__ w, float* to, int I, int N, int s0,
                                                   int count, int T, TileCluster tc) {
-  constexpr int CU = 8;  // units whose loads are in flight together (16 measured slower)
+  constexpr int CU = 8;  // units whose loads are in flight together (16 measured slower; 4 and 6 the same)
   // This block's columns: Qb vector columns from q0 (the cluster's blocks take consecutive slices).
   const int Qc = ceil_div(I / V, tc.size), q0 = tc.rank * Qc, Qb = clamp_to(I / V - q0, 0, Qc);
   const int G = chain_column_lanes(Qb, T);  // lanes per column
