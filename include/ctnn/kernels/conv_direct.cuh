@@ -549,6 +549,13 @@ struct ConvWgrad {
   }
 };
 
+// The window of a dy loader that stages by max-pooling windows (ConvGroupGrad::window), or 0.
+template <class L>
+constexpr int window_of() {
+  if constexpr (requires { L::window; }) return L::window;
+  else return 0;
+}
+
 // The body of the weight-gradient kernel; ld_x(n, c, iy, ix) reads x, ld_dy(n, o, oy, ox) reads dy.
 template <class G, class LoadX, class LoadDy>
 __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, const LoadDy& ld_dy,
@@ -591,8 +598,39 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
     const std::size_t n = std::size_t(u / Cfg::tiles);
     const int oy0 = (u % Cfg::tiles) * ROWS, nrows = min_of(ROWS, G::OH - oy0);
     __syncthreads();  // the previous unit has finished reading x_s and dy_s
-    // x's rows and dy's in one pass, 8 elements a thread at a time: their loads are in flight together.
-    constexpr int NX = G::C * XR * XW, N = NX + G::Out * ROWS * OW;
+    // A loader of max-pooling windows (ConvGroupGrad::window): dy by whole windows, 4 a thread at a
+    // time, each three loads (where the window's maximum is, its gradient, the pooled output) for its
+    // PQ × PQ values, instead of the three per value of ld_dy. (LeNet-5's weight gradients spent most
+    // of their time in the staging's loads and index arithmetic: Nsight Compute, 2026-11-27.)
+    constexpr int PQ = window_of<LoadDy>();
+    if constexpr (PQ > 0) {
+      constexpr int QW = OW / PQ, WB = 4;
+      const int q0 = oy0 / PQ, nq = ceil_div(oy0 + nrows, PQ) - q0;  // the window rows the unit's rows meet
+      const int windows = G::Out * nq * QW;
+      for (int w0 = threadIdx.x; w0 < windows; w0 += WB * T) {
+        typename LoadDy::Window v[WB] = {};
+#pragma unroll
+        for (int i = 0; i < WB; ++i) {
+          const int wi = w0 + i * T;
+          if (wi < windows) v[i] = ld_dy.window_at(n, wi / (nq * QW), q0 + (wi / QW) % nq, wi % QW);
+        }
+#pragma unroll
+        for (int i = 0; i < WB; ++i) {
+          const int wi = w0 + i * T;
+          if (wi >= windows) break;
+          const int o = wi / (nq * QW), qy = q0 + (wi / QW) % nq, qx = wi % QW;
+          const float g = LoadDy::window_grad(v[i]);
+#pragma unroll
+          for (int a = 0; a < PQ * PQ; ++a) {
+            const int r = qy * PQ + a / PQ - oy0;  // the value's row in the unit
+            if (r >= 0 && r < nrows) dy_s[(r * OW + qx * PQ + a % PQ) * OP + o] = v[i].at == a ? g : 0.f;
+          }
+        }
+      }
+    }
+    // x's rows and dy's (unless staged by windows) in one pass, 8 elements a thread at a time: their
+    // loads are in flight together.
+    constexpr int NX = G::C * XR * XW, N = NX + (PQ > 0 ? 0 : G::Out * ROWS * OW);
     for (int e0 = threadIdx.x; e0 < N; e0 += 8 * T) {
       float v[8];
       int to[8];  // where v[i] goes in smem (x_s or dy_s), or −1

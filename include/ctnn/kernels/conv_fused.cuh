@@ -123,6 +123,24 @@ struct ConvGroupGrad {
   const float* y;     // the group's output, same shape (the activation's derivative is taken from it)
   const void* keep;   // what the training forward kept
 
+  // Max-pooling windows that tile the convolution's output: a loader of whole windows (window_at,
+  // window_grad), which the weight gradient stages by (conv_backward_weights_block).
+  static constexpr int window = P::pooled && P::kind == PoolKind::max && G::OH % P::k == 0 && G::OW % P::k == 0
+                                    ? P::k
+                                    : 0;
+  struct Window {
+    int at;          // the position of its maximum in the window, row-major
+    float d, top;    // the gradient at its pooled output, and that output (for the activation's derivative)
+  };
+  __device__ Window window_at(std::size_t n, int o, int qy, int qx) const {
+    const std::size_t q = ((n * G::Out + o) * D::QH + qy) * D::QW + qx;
+    return {static_cast<const std::uint8_t*>(keep)[q], dy[q], D::act ? y[q] : 0.f};
+  }
+  // The gradient at the window's maximum (every other position's is 0): operator()'s value there.
+  __device__ static float window_grad(const Window& v) {
+    return D::act ? (0.f + v.d) * Fn::derivative(v.top) : 0.f + v.d;
+  }
+
   __device__ float operator()(std::size_t n, int o, int oy, int ox) const {
     constexpr int PQ = P::k;
     if constexpr (!P::pooled) {
