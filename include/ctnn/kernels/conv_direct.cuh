@@ -159,6 +159,13 @@ struct ConvDirect {
 template <class DG>
 using ConvDirectFlipped = ConvDirect<DG, 1, true>;
 
+// The window of a dy loader that stages by max-pooling windows (ConvGroupGrad::window), or 0.
+template <class L>
+constexpr int window_of() {
+  if constexpr (requires { L::window; }) return L::window;
+  else return 0;
+}
+
 // The body of the direct forward kernels: ld(n, c, iy, ix) reads the input, st(n, o0, qy, qx, acc)
 // takes the results of pixel block (qy, qx), acc[py·PQ + px][j] for channel o0 + j.
 template <class G, bool Flip, int PQ, class Load, class Store>
@@ -199,11 +206,46 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   for (int e = threadIdx.x; e < Cfg::oc_padded; e += Cfg::threads)
     b_s[e] = !Flip && e < G::Out ? b[e] : 0.f;
   const int iy0 = qy0 * PQ * S - G::P;
+  constexpr int PW = window_of<Load>();  // a loader of max-pooling windows (the backward data's dy)
+  if constexpr (PW > 0) {
+    // The zeros outside the input here; the input by whole windows, as the weight gradient stages
+    // its dy (conv_backward_weights_block): three loads a window instead of three a value.
 #pragma unroll 8
-  for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
-    const int c = e / (IR * IC), r = (e / IC) % IR, col = e % IC;
-    const int iy = iy0 + r, ix = col - G::P;
-    in_s[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? ld(n, c, iy, ix) : 0.f;
+    for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
+      const int r = (e / IC) % IR, col = e % IC;
+      const int iy = iy0 + r, ix = col - G::P;
+      if (!(iy >= 0 && iy < H && ix >= 0 && ix < W)) in_s[e] = 0.f;
+    }
+    constexpr int QWn = W / PW, WB = 4;
+    const int q0 = max_of(iy0, 0) / PW, nq = ceil_div(min_of(iy0 + IR, H), PW) - q0;  // the window rows the tile meets
+    const int windows = C * nq * QWn;
+    for (int w0 = threadIdx.x; w0 < windows; w0 += WB * Cfg::threads) {
+      typename Load::Window v[WB] = {};
+#pragma unroll
+      for (int i = 0; i < WB; ++i) {
+        const int wi = w0 + i * Cfg::threads;
+        if (wi < windows) v[i] = ld.window_at(n, wi / (nq * QWn), q0 + (wi / QWn) % nq, wi % QWn);
+      }
+#pragma unroll
+      for (int i = 0; i < WB; ++i) {
+        const int wi = w0 + i * Cfg::threads;
+        if (wi >= windows) break;
+        const int c = wi / (nq * QWn), qy = q0 + (wi / QWn) % nq, qx = wi % QWn;
+        const float g = Load::window_grad(v[i]);
+#pragma unroll
+        for (int a = 0; a < PW * PW; ++a) {
+          const int r = qy * PW + a / PW - iy0;  // the value's row in the tile
+          if (r >= 0 && r < IR) in_s[(c * IR + r) * IC + qx * PW + a % PW + G::P] = v[i].at == a ? g : 0.f;
+        }
+      }
+    }
+  } else {
+#pragma unroll 8
+    for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
+      const int c = e / (IR * IC), r = (e / IC) % IR, col = e % IC;
+      const int iy = iy0 + r, ix = col - G::P;
+      in_s[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? ld(n, c, iy, ix) : 0.f;
+    }
   }
   __syncthreads();
 
@@ -548,13 +590,6 @@ struct ConvWgrad {
     return std::size_t(partials(max_batch)) * std::size_t(E);
   }
 };
-
-// The window of a dy loader that stages by max-pooling windows (ConvGroupGrad::window), or 0.
-template <class L>
-constexpr int window_of() {
-  if constexpr (requires { L::window; }) return L::window;
-  else return 0;
-}
 
 // The body of the weight-gradient kernel; ld_x(n, c, iy, ix) reads x, ld_dy(n, o, oy, ox) reads dy.
 template <class G, class LoadX, class LoadDy>
