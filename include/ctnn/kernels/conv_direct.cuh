@@ -166,6 +166,34 @@ constexpr int window_of() {
   else return 0;
 }
 
+// Stages the gradient a window loader (ConvGroupGrad::window) computes, by whole max-pooling windows:
+// of every one of `channels` channels, the window rows [q0, q0 + nq), each of `per_row` windows. A
+// thread takes 4 windows at a time (their three loads each in flight together) and hands each value
+// of a window to put(c, y, x, value), (y, x) its pixel in the convolution's output.
+template <int T, class Load, class Put>
+__device__ __forceinline__ void stage_windows(const Load& ld, std::size_t n, int channels, int q0, int nq, int per_row,
+                                              const Put& put) {
+  constexpr int PW = Load::window, WB = 4;
+  const int windows = channels * nq * per_row;
+  for (int w0 = threadIdx.x; w0 < windows; w0 += WB * T) {
+    typename Load::Window v[WB] = {};
+#pragma unroll
+    for (int i = 0; i < WB; ++i) {
+      const int wi = w0 + i * T;
+      if (wi < windows) v[i] = ld.window_at(n, wi / (nq * per_row), q0 + (wi / per_row) % nq, wi % per_row);
+    }
+#pragma unroll
+    for (int i = 0; i < WB; ++i) {
+      const int wi = w0 + i * T;
+      if (wi >= windows) break;
+      const int c = wi / (nq * per_row), qy = q0 + (wi / per_row) % nq, qx = wi % per_row;
+      const float g = Load::window_grad(v[i]);
+#pragma unroll
+      for (int a = 0; a < PW * PW; ++a) put(c, qy * PW + a / PW, qx * PW + a % PW, v[i].at == a ? g : 0.f);
+    }
+  }
+}
+
 // The body of the direct forward kernels: ld(n, c, iy, ix) reads the input, st(n, o0, qy, qx, acc)
 // takes the results of pixel block (qy, qx), acc[py·PQ + px][j] for channel o0 + j.
 template <class G, bool Flip, int PQ, class Load, class Store>
@@ -208,37 +236,19 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
   const int iy0 = qy0 * PQ * S - G::P;
   constexpr int PW = window_of<Load>();  // a loader of max-pooling windows (the backward data's dy)
   if constexpr (PW > 0) {
-    // The zeros outside the input here; the input by whole windows, as the weight gradient stages
-    // its dy (conv_backward_weights_block): three loads a window instead of three a value.
+    // The zeros outside the input here, then the input by whole windows (stage_windows), as the
+    // weight gradient stages its dy: three loads a window instead of three a value.
 #pragma unroll 8
     for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
       const int r = (e / IC) % IR, col = e % IC;
       const int iy = iy0 + r, ix = col - G::P;
       if (!(iy >= 0 && iy < H && ix >= 0 && ix < W)) in_s[e] = 0.f;
     }
-    constexpr int QWn = W / PW, WB = 4;
     const int q0 = max_of(iy0, 0) / PW, nq = ceil_div(min_of(iy0 + IR, H), PW) - q0;  // the window rows the tile meets
-    const int windows = C * nq * QWn;
-    for (int w0 = threadIdx.x; w0 < windows; w0 += WB * Cfg::threads) {
-      typename Load::Window v[WB] = {};
-#pragma unroll
-      for (int i = 0; i < WB; ++i) {
-        const int wi = w0 + i * Cfg::threads;
-        if (wi < windows) v[i] = ld.window_at(n, wi / (nq * QWn), q0 + (wi / QWn) % nq, wi % QWn);
-      }
-#pragma unroll
-      for (int i = 0; i < WB; ++i) {
-        const int wi = w0 + i * Cfg::threads;
-        if (wi >= windows) break;
-        const int c = wi / (nq * QWn), qy = q0 + (wi / QWn) % nq, qx = wi % QWn;
-        const float g = Load::window_grad(v[i]);
-#pragma unroll
-        for (int a = 0; a < PW * PW; ++a) {
-          const int r = qy * PW + a / PW - iy0;  // the value's row in the tile
-          if (r >= 0 && r < IR) in_s[(c * IR + r) * IC + qx * PW + a % PW + G::P] = v[i].at == a ? g : 0.f;
-        }
-      }
-    }
+    stage_windows<Cfg::threads>(ld, n, C, q0, nq, W / PW, [&](int c, int iy, int ix, float v) {
+      const int r = iy - iy0;  // the value's row in the tile
+      if (r >= 0 && r < IR) in_s[(c * IR + r) * IC + ix + G::P] = v;
+    });
   } else {
 #pragma unroll 8
     for (int e = threadIdx.x; e < C * IR * IC; e += Cfg::threads) {
@@ -633,35 +643,17 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
     const std::size_t n = std::size_t(u / Cfg::tiles);
     const int oy0 = (u % Cfg::tiles) * ROWS, nrows = min_of(ROWS, G::OH - oy0);
     __syncthreads();  // the previous unit has finished reading x_s and dy_s
-    // A loader of max-pooling windows (ConvGroupGrad::window): dy by whole windows, 4 a thread at a
-    // time, each three loads (where the window's maximum is, its gradient, the pooled output) for its
-    // PQ × PQ values, instead of the three per value of ld_dy. (LeNet-5's weight gradients spent most
-    // of their time in the staging's loads and index arithmetic: Nsight Compute, 2026-11-27.)
+    // A loader of max-pooling windows (ConvGroupGrad::window): dy by whole windows (stage_windows),
+    // three loads a window (where its maximum is, its gradient, the pooled output) for its PQ × PQ
+    // values, instead of three per value through ld_dy. (LeNet-5's weight gradients spent most of
+    // their time in the staging's loads and index arithmetic: Nsight Compute, 2026-11-27.)
     constexpr int PQ = window_of<LoadDy>();
     if constexpr (PQ > 0) {
-      constexpr int QW = OW / PQ, WB = 4;
       const int q0 = oy0 / PQ, nq = ceil_div(oy0 + nrows, PQ) - q0;  // the window rows the unit's rows meet
-      const int windows = G::Out * nq * QW;
-      for (int w0 = threadIdx.x; w0 < windows; w0 += WB * T) {
-        typename LoadDy::Window v[WB] = {};
-#pragma unroll
-        for (int i = 0; i < WB; ++i) {
-          const int wi = w0 + i * T;
-          if (wi < windows) v[i] = ld_dy.window_at(n, wi / (nq * QW), q0 + (wi / QW) % nq, wi % QW);
-        }
-#pragma unroll
-        for (int i = 0; i < WB; ++i) {
-          const int wi = w0 + i * T;
-          if (wi >= windows) break;
-          const int o = wi / (nq * QW), qy = q0 + (wi / QW) % nq, qx = wi % QW;
-          const float g = LoadDy::window_grad(v[i]);
-#pragma unroll
-          for (int a = 0; a < PQ * PQ; ++a) {
-            const int r = qy * PQ + a / PQ - oy0;  // the value's row in the unit
-            if (r >= 0 && r < nrows) dy_s[(r * OW + qx * PQ + a % PQ) * OP + o] = v[i].at == a ? g : 0.f;
-          }
-        }
-      }
+      stage_windows<T>(ld_dy, n, G::Out, q0, nq, OW / PQ, [&](int o, int oy, int ox, float v) {
+        const int r = oy - oy0;  // the value's row in the unit
+        if (r >= 0 && r < nrows) dy_s[(r * OW + ox) * OP + o] = v;
+      });
     }
     // x's rows and dy's (unless staged by windows) in one pass, 8 elements a thread at a time: their
     // loads are in flight together.
