@@ -124,7 +124,7 @@ struct ConvGroupGrad {
   const void* keep;   // what the training forward kept
 
   // Max-pooling windows that tile the convolution's output: a loader of whole windows (window_at,
-  // window_grad), which the weight gradient stages by (conv_backward_weights_block).
+  // window_grad), which the weight gradient and the backward data stage by (stage_windows).
   static constexpr int window = P::pooled && P::kind == PoolKind::max && G::OH % P::k == 0 && G::OW % P::k == 0
                                     ? P::k
                                     : 0;
@@ -149,14 +149,12 @@ struct ConvGroupGrad {
     } else {
       const int qy = oy / PQ, qx = ox / PQ;
       if (qy >= D::QH || qx >= D::QW) return 0.f;  // in no window
-      const std::size_t q = ((n * G::Out + o) * D::QH + qy) * D::QW + qx;
       if constexpr (P::kind == PoolKind::max) {
         // Three independent loads, then the choice: one memory round trip per element.
-        const int at = static_cast<const std::uint8_t*>(keep)[q];
-        const float d = dy[q], top = D::act ? y[q] : 0.f;
-        const float g = D::act ? (0.f + d) * Fn::derivative(top) : 0.f + d;  // the window's maximum is its output
-        return at == (oy - qy * PQ) * PQ + (ox - qx * PQ) ? g : 0.f;
+        const Window v = window_at(n, o, qy, qx);
+        return v.at == (oy - qy * PQ) * PQ + (ox - qx * PQ) ? window_grad(v) : 0.f;
       } else {
+        const std::size_t q = ((n * G::Out + o) * D::QH + qy) * D::QW + qx;
         const float g = 0.f + dy[q] / float(PQ * PQ);
         if constexpr (!D::act) return g;
         else return g * Fn::derivative(static_cast<const float*>(keep)[((n * G::Out + o) * G::OH + oy) * G::OW + ox]);

@@ -766,7 +766,7 @@ class CudaNetwork {
     constexpr FusedGroup grp = fusion::groups[g];
     void* keep = mode == Mode::train && K::keeps ? static_cast<void*>(activation(grp.last)) : nullptr;
     K::forward(ctx_, params() + plan::weight_offset[grp.first], params() + plan::bias_offset[grp.first], x,
-                    activation(grp.last + 1), keep, batch);
+               activation(grp.last + 1), keep, batch);
   }
   // The forward of conv group g (the first; first_group_gathers) reading its input from the dataset,
   // with the gather in blocks of its launch (loss_pass_fused).
