@@ -362,7 +362,8 @@ int main(int argc, char** argv) try {
   std::printf("DATA train=%zu test=%zu epochs=%d (+1 warm-up)\n", train_set.count, test_set.count, o.epochs);
   std::fflush(stdout);
 
-  // Trainer<Net, cuda, ·>::fit launches one captured CUDA graph per step (train/cuda_trainer.hpp).
+  // Trainer<Net, cuda, ·>::fit launches captured CUDA graphs of its steps: 8 steps a graph below batch
+  // 256, else one (train/cuda_trainer.hpp).
   const std::string train_mode = "graph";
 
   // ---- training ----
