@@ -65,12 +65,16 @@ int main() {
     }
 
     Random rng(5);
-    Dataset d;
-    d.count = 100, d.rows = 28, d.cols = 28;
-    d.pixels.resize(d.count * 28 * 28);
-    for (auto& p : d.pixels) p = std::uint8_t(rng.below(256));
-    d.labels.resize(d.count);
-    for (auto& l : d.labels) l = std::uint8_t(rng.below(10));
+    const auto random_images = [&](std::size_t count) {  // random 28×28 images with random labels
+      Dataset r;
+      r.count = count, r.rows = 28, r.cols = 28;
+      r.pixels.resize(r.count * 28 * 28);
+      for (auto& p : r.pixels) p = std::uint8_t(rng.below(256));
+      r.labels.resize(r.count);
+      for (auto& l : r.labels) l = std::uint8_t(rng.below(10));
+      return r;
+    };
+    const Dataset d = random_images(100);
     Trainer<models::LeNet5, ctnn::cuda, 64> trainer(1);
     TrainOptions o;
     o.epochs = 1, o.batch = 50;
@@ -91,12 +95,7 @@ int main() {
     // order as one a launch: the same parameters, bit for bit. 300 images in steps of 24: 12 full steps
     // and a tail; 5 a launch leaves two single full steps, the default (8 below batch 256) four.
     {
-      Dataset e;
-      e.count = 300, e.rows = 28, e.cols = 28;
-      e.pixels.resize(e.count * 28 * 28);
-      for (auto& p : e.pixels) p = std::uint8_t(rng.below(256));
-      e.labels.resize(e.count);
-      for (auto& l : e.labels) l = std::uint8_t(rng.below(10));
+      const Dataset e = random_images(300);
       TrainOptions f;
       f.epochs = 1, f.batch = 24;
       std::vector<std::vector<float>> params;
