@@ -101,7 +101,11 @@ struct PlainStore {
 // C), w is the layer's weight [G::C][G::Out][K][K], and there is no bias.
 template <class G, int PQ = 1, bool Sliced = false>
 struct ConvDirect {
+#ifdef CTNN_DIRECT_SLICE_THREADS  // (for measuring)
+  static constexpr int slice_threads = CTNN_DIRECT_SLICE_THREADS;
+#else
   static constexpr int slice_threads = 128;  // threads per channel slice (below)
+#endif
   // A forward with few input channels (an RGB stem: 27 taps a pixel, its time in the issue of
   // instructions, not in memory) has a thread compute `rx` neighbouring pixels of a row for 8
   // channels: per input row it loads the rx + K − 1 inputs once, and per tap two float4 weight loads

@@ -59,6 +59,7 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
                     float* __restrict__ out_b)           // [E - split]
 {
   static_assert(Warps >= 1 && 32 * Warps <= 1024, "one to 32 warps per block");
+  wait_for_prior_grids();  // (launched dependent by some callers: launch.cuh)
   __shared__ float part_s[Warps][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int e = blockIdx.x * 32 + lane;
@@ -103,10 +104,9 @@ inline constexpr int group_tickets(int splits) { return 1 + ceil_div(splits, gro
 // For each of the block's columns, rows[r0..r1) of `rows` ([·][E]) summed in increasing order, then
 // put(col, sum). A thread takes CPT columns at a time and loads RPT rows of them before adding any:
 // CPT·RPT loads in flight, so that a group's rows cost a few round trips to L2, not one per row.
-template <class ColOf, class Put>
-__device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
-                                         const Put& put) {
-  constexpr int CPT = 8, RPT = 4;
+template <int CPT, int RPT, class ColOf, class Put>
+__device__ __forceinline__ void sum_rows_by(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
+                                            const Put& put) {
   for (int e0 = threadIdx.x; e0 < count; e0 += CPT * int(blockDim.x)) {
     int col[CPT];
     float s[CPT];
@@ -133,6 +133,15 @@ __device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r
     for (int j = 0; j < CPT; ++j)
       if (col[j] >= 0) put(col[j], s[j]);
   }
+}
+// 32 loads in flight a thread: 8 columns of 4 rows, or, where a thread has at most one column (or
+// two), 16 rows of it. (A weight gradient's 16-row group in one round trip to L2 instead of four.)
+template <class ColOf, class Put>
+__device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
+                                         const Put& put) {
+  if (count <= int(blockDim.x)) sum_rows_by<1, 16>(rows, E, r0, r1, count, col_of, put);
+  else if (count <= 2 * int(blockDim.x)) sum_rows_by<2, 16>(rows, E, r0, r1, count, col_of, put);
+  else sum_rows_by<8, 4>(rows, E, r0, r1, count, col_of, put);
 }
 
 // Thread 0 takes a ticket: the counter's old value. Release: the block's stores before the
@@ -177,15 +186,14 @@ __device__ void finish_splits(const float* partials, float* group_sums, unsigned
 
 // Few rows: one warp per block, each lane a short chain; many rows: up to 32 warps share a column.
 inline void sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split,
-                         float* out_a, float* out_b) {
+                         float* out_a, float* out_b, Launch how = Launch::plain) {
   const unsigned grid = grid_for(std::size_t(E), 32);
   if (count <= 8)
-    kernel_sum_partials<1><<<grid, 32, 0, stream>>>(partials, count, E, split, out_a, out_b);
+    launch_kernel(kernel_sum_partials<1>, grid, 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
   else if (count <= 64)
-    kernel_sum_partials<8><<<grid, 32 * 8, 0, stream>>>(partials, count, E, split, out_a, out_b);
+    launch_kernel(kernel_sum_partials<8>, grid, 32 * 8, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
   else
-    kernel_sum_partials<32><<<grid, 32 * 32, 0, stream>>>(partials, count, E, split, out_a, out_b);
-  CTNN_CHECK_LAUNCH();
+    launch_kernel(kernel_sum_partials<32>, grid, 32 * 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
 }
 
 }  // namespace ctnn::kernels

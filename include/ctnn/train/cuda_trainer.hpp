@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -170,7 +171,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   // copies.
   CudaGraph::NodeCounts step_graph_nodes() const { return step_nodes_; }
   // Full training steps per graph launch in the fits that follow: 0 (the default) for the measured
-  // rule (steps_per_graph below batch several_steps_below, else 1), or that many. The same steps run
+  // rule (steps_per_graph at every batch), or that many. The same steps run
   // in the same order either way, so the results are the same bits.
   void set_steps_per_launch(int steps) {
     if (steps < 0) throw std::invalid_argument("ctnn: set_steps_per_launch got " + std::to_string(steps) + " steps");
@@ -336,19 +337,23 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   std::unique_ptr<float, FreeHost> staging_;  // predict_mapped's, on the host
   float* staging_device_ = nullptr;           // the same memory, as the device addresses it
   std::unique_ptr<DeviceDataset> data_, test_;
-  // Below batch several_steps_below, full steps go steps_per_graph to a graph launch. Between two
-  // graph launches the GPU idles about 1.5 µs; inside a graph the next step's first kernel is a
-  // dependent launch of the optimizer's (H100, CUPTI timeline of LeNet-5's step, 2026-11-27). LeNet-5
-  // epochs with 8 steps a launch: 6.7% shorter at batch 32, 2.9% at 64, equal at 128, but 1.5-2% longer
-  // at 256 and 512, where the chain's weight gradient then started beside conv2's data gradient instead
-  // of before it and took 2.4 times as long on the longer of the two streams (2.5% shorter at 1,024;
-  // docs/fusion.md). The graph of one full step takes the epoch's last few.
+  // Full steps go steps_per_graph to a graph launch. Between two graph launches the GPU idles about
+  // 1.5 µs; inside a graph the next step's first kernel is a dependent launch of the optimizer's (H100,
+  // CUPTI timeline of LeNet-5's step, 2026-11-27). LeNet-5 epochs with 8 steps a launch: 6.7% shorter
+  // at batch 32, 2.9% at 64; at 256 and 512 first 1.5-2% longer (the chain's weight gradient then ran
+  // beside conv2's data gradient and took 2.4 times as long), so until the pooled weight gradients and
+  // the backward data by columns (thirteenth stop) only below batch 256; with them 3.5% shorter at 256,
+  // 2% at 1,024 (docs/fusion.md). The graph of one full step takes the epoch's last few.
 #ifdef CTNN_STEPS_PER_GRAPH  // (for measuring)
   static constexpr int steps_per_graph = CTNN_STEPS_PER_GRAPH;
 #else
   static constexpr int steps_per_graph = 8;
 #endif
-  static constexpr int several_steps_below = 256;
+#ifdef CTNN_SEVERAL_STEPS_BELOW  // (for measuring)
+  static constexpr int several_steps_below = CTNN_SEVERAL_STEPS_BELOW;
+#else
+  static constexpr int several_steps_below = std::numeric_limits<int>::max();
+#endif
   int steps_per_launch_ = 0;  // set_steps_per_launch
   int several_ = 1;           // full steps in full_steps_ (this fit)
   CudaGraph full_step_, full_steps_, tail_step_;
