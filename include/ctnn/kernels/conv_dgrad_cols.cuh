@@ -66,10 +66,27 @@ __device__ __forceinline__ void conv_dgrad_cols_block(const float* __restrict__ 
   const std::size_t n = blockIdx.x / Cfg::slices;
   const int c0 = int(blockIdx.x % Cfg::slices) * CPB, cn = min_of(CPB, G::C - c0);
 
-  // The weights of channels c0.. (zero rows past them), and dy (zero columns past N).
-  for (int e = threadIdx.x; e < Out * MP; e += T) {
-    const int o = e / MP, r = e % MP;
-    w_s[e] = r < cn * KK ? w[std::size_t(o) * G::CKK + c0 * KK + r] : 0.f;
+  // The weights of channels c0.. (zero rows past them), WB a thread at a time, and dy (zero columns
+  // past N). Where one pass of WB takes all the weights, their loads are in flight while dy is staged.
+  constexpr int WB = min_of(ceil_div(Out * MP, T), 8);
+  constexpr bool one_pass = Out * MP <= WB * T;
+  float wv[WB];
+  const auto load_w = [&](int e0) {
+#pragma unroll
+    for (int i = 0; i < WB; ++i) {
+      const int e = e0 + i * T, o = e / MP, r = e % MP;
+      wv[i] = e < Out * MP && r < cn * KK ? w[std::size_t(o) * G::CKK + c0 * KK + r] : 0.f;
+    }
+  };
+  const auto store_w = [&](int e0) {
+#pragma unroll
+    for (int i = 0; i < WB; ++i)
+      if (e0 + i * T < Out * MP) w_s[e0 + i * T] = wv[i];
+  };
+  if constexpr (one_pass) {
+    load_w(int(threadIdx.x));
+  } else {
+    for (int e0 = threadIdx.x; e0 < Out * MP; e0 += WB * T) load_w(e0), store_w(e0);
   }
   if constexpr (NP > N)
     for (int e = threadIdx.x; e < Out * (NP - N); e += T) dy_s[(e / (NP - N)) * NP + N + e % (NP - N)] = 0.f;
@@ -80,6 +97,7 @@ __device__ __forceinline__ void conv_dgrad_cols_block(const float* __restrict__ 
   } else {
     for (int e = threadIdx.x; e < Out * N; e += T) dy_s[(e / N) * NP + e % N] = ld(n, e / N, (e % N) / OW, e % OW);
   }
+  if constexpr (one_pass) store_w(int(threadIdx.x));
   __syncthreads();
 
   // cols, a 4 × 4 tile a thread at a time: rows r0.., columns p0.. (neighbouring threads, neighbouring

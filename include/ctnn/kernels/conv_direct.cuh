@@ -99,13 +99,12 @@ struct PlainStore {
 // convolution of dy, padded by D·(K−1) − P, with the kernel rotated by 180° and its input and output
 // channels swapped. Then G describes that convolution (G::C = the layer's Out, G::Out = the layer's
 // C), w is the layer's weight [G::C][G::Out][K][K], and there is no bias.
-template <class G, int PQ = 1, bool Sliced = false>
+//
+// Narrow halves `ocpt` where it is 4 (twice the threads, each with half the FMAs a tap): the fused
+// groups' forward at small batches, where one block a sample leaves multiprocessors idle.
+template <class G, int PQ = 1, bool Sliced = false, bool Narrow = false>
 struct ConvDirect {
-#ifdef CTNN_DIRECT_SLICE_THREADS  // (for measuring)
-  static constexpr int slice_threads = CTNN_DIRECT_SLICE_THREADS;
-#else
   static constexpr int slice_threads = 128;  // threads per channel slice (below)
-#endif
   // A forward with few input channels (an RGB stem: 27 taps a pixel, its time in the issue of
   // instructions, not in memory) has a thread compute `rx` neighbouring pixels of a row for 8
   // channels: per input row it loads the rx + K − 1 inputs once, and per tap two float4 weight loads
@@ -125,7 +124,7 @@ struct ConvDirect {
   static constexpr int rx = PQ != 1 ? 1
                             : Sliced ? widest_rx_dividing_a_row()
                                      : (G::C <= 4 && G::Out % 8 == 0 && G::OW % 4 == 0 ? 4 : 1);
-  static constexpr int ocpt = G::Out <= 8 ? G::Out : rx > 1 ? 8 : 4;  // output channels per thread
+  static constexpr int ocpt = G::Out <= 8 ? G::Out : rx > 1 ? 8 : Narrow ? 2 : 4;  // output channels per thread
   static constexpr int groups = ceil_div(G::Out, ocpt);  // channel groups per pixel
   static constexpr int oc_padded = groups * ocpt;
   static constexpr int QH = G::OH / PQ, QW = G::OW / PQ / rx;  // pixel blocks (PQ × PQ, or 1 × rx, pixels each)
@@ -200,11 +199,11 @@ __device__ __forceinline__ void stage_windows(const Load& ld, std::size_t n, int
 
 // The body of the direct forward kernels: ld(n, c, iy, ix) reads the input, st(n, o0, qy, qx, acc)
 // takes the results of pixel block (qy, qx), acc[py·PQ + px][j] for channel o0 + j.
-template <class G, bool Flip, int PQ, class Load, class Store>
+template <class G, bool Flip, int PQ, class Load, class Store, bool Narrow = false>
 __device__ __forceinline__ void conv_forward_direct_block(const float* __restrict__ w,  // see kernel_conv_forward_direct
                                                           const float* __restrict__ b,
                                                           const Load& ld, const Store& st) {
-  using Cfg = ConvDirect<G, PQ, Flip>;
+  using Cfg = ConvDirect<G, PQ, Flip, Narrow>;
   // Preconditions
   static_assert(G::valid, "ctnn: invalid convolution geometry");
   static_assert(Cfg::fits, "ctnn: the direct convolution's input rows and weights exceed 48 KB of "

@@ -98,32 +98,33 @@ __device__ __forceinline__ void conv_pooled_wgrad_block(const float* __restrict_
   for (int ni = n_begin; ni < n_end; ++ni) {
     const std::size_t n = std::size_t(ni);
     __syncthreads();  // x_s zeroed, or the previous sample's reads finished
-    // The sample's input, XB loads in flight a thread (all of them where it has few).
+    // The sample's input and its windows (three loads each: the gradient at the maximum, where it is,
+    // the pooled output), in passes of XB inputs and WB windows a thread whose loads are all in flight
+    // together (one pass where the thread has few). A window goes in as its gradient and where its
+    // maximum's patch starts in x_s.
     constexpr int XB = min_of(ceil_div(NX, T), 8), WB = min_of(ceil_div(NW, T), 4);
+    constexpr int passes = max_of(ceil_div(NX, XB * T), ceil_div(NW, WB * T));
     const float* xn = x + n * NX;
-    for (int e0 = threadIdx.x; e0 < NX; e0 += XB * T) {
+    for (int pass = 0; pass < passes; ++pass) {
+      const int e0 = pass * XB * T + int(threadIdx.x), w0 = pass * WB * T + int(threadIdx.x);
       float v[XB];
+      typename LoadDy::Window wv[WB] = {};
 #pragma unroll
       for (int i = 0; i < XB; ++i) v[i] = e0 + i * T < NX ? xn[e0 + i * T] : 0.f;
+#pragma unroll
+      for (int i = 0; i < WB; ++i)
+        if (w0 + i * T < NW) wv[i] = ld_dy.window_at(n * NW + (w0 + i * T));
 #pragma unroll
       for (int i = 0; i < XB; ++i) {
         const int e = e0 + i * T, cc = e / HW, r = (e / G::W) % G::H + G::P, j = e % G::W + G::P;
         if (e < NX && r < Cfg::XR && j < Cfg::XW) x_s[cc * CS + r * XS + j] = v[i];
       }
-    }
-    // Its windows, WB a thread in flight (three loads each): the gradient at the maximum, and where
-    // the maximum's patch starts in x_s.
-    for (int w0 = threadIdx.x; w0 < NW; w0 += WB * T) {
-      typename LoadDy::Window v[WB] = {};
-#pragma unroll
-      for (int i = 0; i < WB; ++i)
-        if (w0 + i * T < NW) v[i] = ld_dy.window_at(n * NW + (w0 + i * T));
 #pragma unroll
       for (int i = 0; i < WB; ++i) {
         const int wi = w0 + i * T, q = wi % Q;
         if (wi >= NW) break;
-        const int oy = (q / QW) * PQ + v[i].at / PQ, ox = (q % QW) * PQ + v[i].at % PQ;
-        win_s[(wi / Q) * QS + q] = make_float2(LoadDy::window_grad(v[i]), __int_as_float(oy * S * XS + ox * S));
+        const int oy = (q / QW) * PQ + wv[i].at / PQ, ox = (q % QW) * PQ + wv[i].at % PQ;
+        win_s[(wi / Q) * QS + q] = make_float2(LoadDy::window_grad(wv[i]), __int_as_float(oy * S * XS + ox * S));
       }
     }
     __syncthreads();
