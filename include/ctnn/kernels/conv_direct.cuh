@@ -604,6 +604,26 @@ struct ConvWgrad {
   }
 };
 
+// The sums of a block's RG groups of threads (row groups, window groups) in group order, into the
+// block's row of partials `part` (E floats): put(row) writes the calling thread's sums into a row.
+// With RG > 1 the groups' rows go through red_s, which reuses the staging's shared memory.
+template <int RG, int T, class Put>
+__device__ __forceinline__ void store_group_sums(float* red_s, int group, int E, float* part, const Put& put) {
+  if constexpr (RG > 1) {
+    __syncthreads();  // every thread has finished reading the staging
+    put(red_s + group * E);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += T) {
+      float s = red_s[e];
+#pragma unroll
+      for (int g = 1; g < RG; ++g) s += red_s[g * E + e];
+      part[e] = s;
+    }
+  } else {
+    put(part);
+  }
+}
+
 // The body of the weight-gradient kernel; ld_x(n, c, iy, ix) reads x, ld_dy(n, o, oy, ox) reads dy.
 template <class G, class LoadX, class LoadDy>
 __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, const LoadDy& ld_dy,
@@ -722,19 +742,7 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
       if (sums_bias) row[G::Out * CKK + o] = bias[t];
     }
   };
-  if constexpr (RG > 1) {
-    __syncthreads();  // every thread has finished reading x_s and dy_s
-    put(red_s + rgi * E);
-    __syncthreads();
-    for (int e = threadIdx.x; e < E; e += T) {
-      float s = red_s[e];
-#pragma unroll
-      for (int g = 1; g < RG; ++g) s += red_s[g * E + e];
-      part[e] = s;
-    }
-  } else {
-    put(part);
-  }
+  store_group_sums<RG, T>(red_s, rgi, E, part, put);
 }
 
 template <class G>

@@ -8,12 +8,16 @@
 //                    backward needs: for max pooling the position of each window's maximum (one byte
 //                    per pooled output), for average pooling after an activation the activation's
 //                    output; nothing otherwise (the activation's derivative is taken from its output).
-//   backward         the weight-gradient kernel with the bias gradient as one more column, its batch
-//                    reduction finished in the same kernel (finish_splits, kernels/reduce.cuh), and
-//                    the input-gradient kernel. Both stage the convolution's output gradient through
-//                    ConvGroupGrad, which computes it from the gradient at the group's output while
-//                    loading: the pooling's backward (the window's gradient to its maximum, or spread
-//                    over the window) and the activation's derivative.
+//   backward         the weight-gradient kernel with the bias gradient as one more column, and the
+//                    input-gradient kernel. After a max pooling the weight gradient sums only each
+//                    window's maximum (conv_pooled_wgrad.cuh), its batch reduction a dependent
+//                    sum_partials launch; else the dense kernel finishes it in the same kernel
+//                    (finish_splits, kernels/reduce.cuh). The input gradient is a GEMM into columns
+//                    and col2im where that fits (conv_dgrad_cols.cuh), else the flipped forward or
+//                    the gather. They stage the convolution's output gradient through ConvGroupGrad,
+//                    which computes it from the gradient at the group's output while loading: the
+//                    pooling's backward (the window's gradient to its maximum, or spread over the
+//                    window) and the activation's derivative.
 //
 // Every value is computed as the layers compute it one by one: the convolution's sums in the same
 // order (the forward's bits equal cuda_layer<Conv>'s), the activation and pooling with the host

@@ -16,6 +16,7 @@
 // group order into the block's row of partials: every sum has a fixed order.
 #include <cstddef>
 
+#include "conv_direct.cuh"
 #include "launch.cuh"
 
 namespace ctnn::kernels {
@@ -150,19 +151,7 @@ __device__ __forceinline__ void conv_pooled_wgrad_block(const float* __restrict_
     for (int kx = 0; kx < K; ++kx) row[o * CKK + ck * K + kx] = acc[kx];
     if (sums_bias) row[G::Out * CKK + o] = bias;
   };
-  if constexpr (WG > 1) {
-    __syncthreads();  // every thread has finished reading x_s and win_s
-    put(red_s + wgi * E);
-    __syncthreads();
-    for (int e = threadIdx.x; e < E; e += T) {
-      float s = red_s[e];
-#pragma unroll
-      for (int g = 1; g < WG; ++g) s += red_s[g * E + e];
-      part[e] = s;
-    }
-  } else {
-    put(part);
-  }
+  store_group_sums<WG, T>(red_s, wgi, E, part, put);
 }
 
 }  // namespace ctnn::kernels
