@@ -145,7 +145,10 @@ __device__ __forceinline__ void dense_wgrad_column(const float* __restrict__ x, 
 #pragma unroll
   for (int j = 0; j < TN; ++j) acc[j] = 0.f;
   const float* xk = x + std::size_t(b0) * I + k;
-#pragma unroll 8
+  // 16 rows' loads of x in flight (8 before; the same sums). LeNet-5's epochs on an H100 with 16: 1%
+  // shorter at batch 64; with 32 its chain weight gradient took 5.6 us instead of 6.1 but the epochs
+  // were no shorter (2026-11-27).
+#pragma unroll 16
   for (int r = 0; r < count; ++r) {
     const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
     float d[TN];
