@@ -362,11 +362,11 @@ struct cuda_conv_group {
                                 Pw::threads, 0, ctx.stream, x, grad, ctx.workspace, batch);
       kernels::sum_partials(ctx.stream, ctx.workspace, splits, Pw::E, G::Out * G::CKK, dw, db,
                             kernels::Launch::dependent);
-      return;
+    } else {
+      kernels::launch_dependent(kernels::kernel_conv_group_wgrad<G, Grad>, unsigned(splits), Wg::threads, 0, ctx.stream,
+                                x, grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets,
+                                int(Wg::units(batch)), dw, db);
     }
-    kernels::launch_dependent(kernels::kernel_conv_group_wgrad<G, Grad>, unsigned(splits), Wg::threads, 0, ctx.stream, x,
-                              grad, ctx.workspace, ctx.workspace + std::size_t(splits) * Wg::E, ctx.tickets,
-                              int(Wg::units(batch)), dw, db);
   }
 
   // dx; no workspace.

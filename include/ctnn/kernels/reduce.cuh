@@ -104,9 +104,10 @@ inline constexpr int group_tickets(int splits) { return 1 + ceil_div(splits, gro
 // For each of the block's columns, rows[r0..r1) of `rows` ([·][E]) summed in increasing order, then
 // put(col, sum). A thread takes CPT columns at a time and loads RPT rows of them before adding any:
 // CPT·RPT loads in flight, so that a group's rows cost a few round trips to L2, not one per row.
-template <int CPT, int RPT, class ColOf, class Put>
-__device__ __forceinline__ void sum_rows_by(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
-                                            const Put& put) {
+template <class ColOf, class Put>
+__device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
+                                         const Put& put) {
+  constexpr int CPT = 8, RPT = 4;
   for (int e0 = threadIdx.x; e0 < count; e0 += CPT * int(blockDim.x)) {
     int col[CPT];
     float s[CPT];
@@ -133,15 +134,6 @@ __device__ __forceinline__ void sum_rows_by(const float* rows, int E, int r0, in
     for (int j = 0; j < CPT; ++j)
       if (col[j] >= 0) put(col[j], s[j]);
   }
-}
-// 32 loads in flight a thread: 8 columns of 4 rows, or, where a thread has at most one column (or
-// two), 16 rows of it. (A weight gradient's 16-row group in one round trip to L2 instead of four.)
-template <class ColOf, class Put>
-__device__ __forceinline__ void sum_rows(const float* rows, int E, int r0, int r1, int count, const ColOf& col_of,
-                                         const Put& put) {
-  if (count <= int(blockDim.x)) sum_rows_by<1, 16>(rows, E, r0, r1, count, col_of, put);
-  else if (count <= 2 * int(blockDim.x)) sum_rows_by<2, 16>(rows, E, r0, r1, count, col_of, put);
-  else sum_rows_by<8, 4>(rows, E, r0, r1, count, col_of, put);
 }
 
 // Thread 0 takes a ticket: the counter's old value. Release: the block's stores before the
