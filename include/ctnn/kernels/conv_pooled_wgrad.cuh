@@ -1,7 +1,7 @@
 #pragma once
-// The weight gradient of a conv group whose max pooling tiles the convolution's output
-// (ConvGroupGrad::window > 0, conv_fused.cuh). Of each pooling window only the position of its
-// maximum has a non-zero gradient, so
+// The weight gradient of a conv group with a max pooling of PQ × PQ windows, stride PQ (conv_fused.cuh;
+// pixels in no window, where PQ does not divide the output, have no gradient). Of each pooling window
+// only the position of its maximum has a non-zero gradient, so
 //
 //   dW[o][c][ky][kx] = Σ over samples and over the windows of channel o:  g · x[c][oy·S − P + ky·D][ox·S − P + kx·D]
 //
