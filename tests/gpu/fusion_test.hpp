@@ -49,9 +49,10 @@ std::vector<T> slice(const std::vector<T>& v, std::size_t at, std::size_t n) {
 }
 
 // Returns how many activation backward passes the fused passes folded into the layer above (grad_folded).
-template <class Net, class Loss>
-int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int> batches = {1, 37, max_batch}) {
-  using Gpu = CudaNetwork<Net, max_batch>;
+// MaxBatch: the network's (and the largest batch tested).
+template <class Net, class Loss, int MaxBatch = max_batch>
+int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int> batches = {1, 37, MaxBatch}) {
+  using Gpu = CudaNetwork<Net, MaxBatch>;
   using plan = BufferPlan<Net>;
   using fusion = FusionPlan<Net>;
   constexpr std::size_t L = Net::layer_count;
@@ -59,11 +60,11 @@ int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int
   constexpr std::size_t tg = fusion::group_of(top);
   constexpr int width = int(plan::act_size[top + 1]);
 
-  HostNetwork<Net, float> host(max_batch, seed);
+  HostNetwork<Net, float> host(MaxBatch, seed);
   Gpu gpu(seed);
   const cudaStream_t s = gpu.stream();
-  ctnn_test::DeviceBuffer<std::int32_t> d_labels(max_batch), d_correct(max_batch);
-  ctnn_test::DeviceBuffer<float> d_loss(max_batch);
+  ctnn_test::DeviceBuffer<std::int32_t> d_labels(MaxBatch), d_correct(MaxBatch);
+  ctnn_test::DeviceBuffer<float> d_loss(MaxBatch);
   kernels::LossRun<Loss> run;
   run.labels = d_labels.ptr, run.loss = d_loss.ptr, run.correct = d_correct.ptr;
 
@@ -119,14 +120,14 @@ int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int
     CTNN_CUDA_CHECK(cudaMemcpy(d_labels.ptr, labels.data(), labels.size() * sizeof(std::int32_t),
                                cudaMemcpyHostToDevice));
     auto poison_all = [&] {
-      poison(s, gpu.activation(1), (Gpu::activation_floats - plan::act_offset(1, max_batch)) * sizeof(float));
+      poison(s, gpu.activation(1), (Gpu::activation_floats - plan::act_offset(1, MaxBatch)) * sizeof(float));
       poison(s, gpu.activation_grad(0), Gpu::activation_floats * sizeof(float));
       for (std::size_t i = 0; i < L; ++i) {
         poison(s, gpu.grads() + plan::weight_offset[i], plan::weight_count[i] * sizeof(float));
         poison(s, gpu.grads() + plan::bias_offset[i], plan::bias_count[i] * sizeof(float));
       }
-      poison(s, d_loss.ptr, max_batch * sizeof(float));
-      poison(s, d_correct.ptr, max_batch * sizeof(std::int32_t));
+      poison(s, d_loss.ptr, MaxBatch * sizeof(float));
+      poison(s, d_correct.ptr, MaxBatch * sizeof(std::int32_t));
     };
 
     // 1. Evaluation: the fused groups' forward against the host's (from the same layer state: the

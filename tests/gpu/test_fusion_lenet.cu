@@ -1,12 +1,15 @@
 // LeNet-5 through the fused plan (network/fusion.hpp) against the host reference (fusion_test.hpp),
-// and its launches: the fused training pass is 7 kernels (two conv-group forwards, the dense chain with
-// the loss and its backward data, the chain's weight gradients, conv2's weight and input gradients,
-// conv1's weight gradients), the trainer's captured step 8 (the pass, whose first kernel also gathers
-// the step's samples, and the optimizer), where the chain runs fused at that batch
+// at batches 1, 37 and 64, and 300 and 600 (blocks of the pooled weight gradients with several samples,
+// the wide forward); and its launches: the fused training pass is 9 kernels (two conv-group forwards,
+// the dense chain with the loss and its backward data, the chain's weight gradients, conv2's weight
+// gradient and its sum, conv2's input gradient, conv1's weight gradient and its sum), the trainer's
+// captured step 10 (the pass, whose first kernel also gathers the step's samples, and the optimizer),
+// where the chain runs fused at that batch
 // (cuda_dense_chain::min_batch); inference at batch 1 is one (the network kernel). A pass that gathers
 // its samples in its first kernel gives the same input, labels, losses and gradients, bit for bit, as a
 // gather kernel before the pass.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include <ctnn/ctnn.hpp>
@@ -20,6 +23,10 @@ int main() {
   using namespace ctnn;
   try {
     fusion_test::test_network<models::LeNet5, SoftmaxCrossEntropy>(t, "LeNet-5", 21);
+    // Large batches: blocks of the pooled weight gradients that take several samples (conv2: 256
+    // partials), the forward's wide kernel (the narrow one runs only where its grid fits the SMs).
+    if (!std::getenv("CTNN_QUICK"))
+      fusion_test::test_network<models::LeNet5, SoftmaxCrossEntropy, 600>(t, "LeNet-5", 22, {300, 600});
 
     // The dense chain runs fused from its measured min_batch on (below it, layer by layer).
     using Gpu = CudaNetwork<models::LeNet5, fusion_test::max_batch>;
