@@ -61,9 +61,8 @@ struct ConvPooledWgrad {
   static constexpr int win_floats = 2 * G::Out * QS;
   static constexpr int smem_floats = max_of(x_floats + win_floats, wg > 1 ? wg * E : 0);
   static constexpr bool fits = PQ > 0 && Q > 0 && smem_floats <= smem_limit_floats && threads <= 1024;
-  // Rows of partials, as ConvWgrad's: at most 2^19 floats of them, 256 to 1,024.
-  static constexpr int max_partials = clamp_to((1 << 19) / E, 256, 1024);
-  static constexpr int partials(int batch) { return clamp_to(batch, 1, max_partials); }
+  // Rows of partials: a sample each, at most ConvWgrad's rule (its rows are as wide).
+  static constexpr int partials(int batch) { return clamp_to(batch, 1, ConvWgrad<G>::max_partials); }
 };
 
 // The body of the kernel: x [batch][C][H][W]; ld_dy a loader of max-pooling windows (ConvGroupGrad);

@@ -85,12 +85,19 @@ inline bool clusters_supported() {
   return ok != 0;
 }
 
-// The current device's multiprocessors.
+// The current device's multiprocessors, asked once per device (launchers consult it on every launch:
+// the conv groups' forward and the dense chain choose their grids by it).
 inline unsigned sm_count() {
-  int dev = 0, n = 0;
+  static std::atomic<unsigned> known[64];  // per device: 0 unknown
+  int dev = 0;
   CTNN_CUDA_CHECK(cudaGetDevice(&dev));
-  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  return unsigned(n);
+  std::atomic<unsigned>& k = known[dev % 64];
+  if (k.load() == 0) {
+    int n = 0;
+    CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    k.store(unsigned(n));
+  }
+  return k.load();
 }
 
 // The shared memory a block of the current device may opt in to (cudaFuncSetAttribute), in bytes.

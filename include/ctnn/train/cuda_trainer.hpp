@@ -34,7 +34,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -199,7 +198,7 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     const int tail = int(n % std::size_t(batch_));
     if (tail > 0) capture_step(tail_step_, tail);
     if (n >= std::size_t(batch_)) capture_step(full_step_, batch_);
-    several_ = steps_per_launch_ > 0 ? steps_per_launch_ : batch_ < several_steps_below ? steps_per_graph : 1;
+    several_ = steps_per_launch_ > 0 ? steps_per_launch_ : steps_per_graph;
     if (several_ > 1 && n >= std::size_t(batch_) * std::size_t(several_))
       full_steps_.capture(net_.stream(), [&] {
         for (int k = 0; k < several_; ++k) enqueue_step(batch_, true);
@@ -348,11 +347,6 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
   static constexpr int steps_per_graph = CTNN_STEPS_PER_GRAPH;
 #else
   static constexpr int steps_per_graph = 8;
-#endif
-#ifdef CTNN_SEVERAL_STEPS_BELOW  // (for measuring)
-  static constexpr int several_steps_below = CTNN_SEVERAL_STEPS_BELOW;
-#else
-  static constexpr int several_steps_below = std::numeric_limits<int>::max();
 #endif
   int steps_per_launch_ = 0;  // set_steps_per_launch
   int several_ = 1;           // full steps in full_steps_ (this fit)
