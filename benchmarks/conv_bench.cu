@@ -176,6 +176,7 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
   if constexpr (wgrad_direct) ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<direct>(max_batch));
   if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the variants' splits
     ws_floats = std::max({ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch)});
 
   cudaStream_t s;
@@ -204,7 +205,9 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
              : patch_fits ? "family rule (patch)"
                           : "family rule (gemm)";
     };
-    fwd(family_rule(wino_tile, patch), fg, [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
+    constexpr bool fwd_s2 = kernels::conv_patch_fwd_s2_fits<G>();
+    fwd(fwd_s2 ? "family rule (s2 patch)" : family_rule(wino_tile, patch), fg,
+        [&] { Dev::template forward_with<gemm>(ctx, w.p, b.p, x.p, y.p, n); });
     if constexpr (wino)
       fwd("winograd F(2x2,3x3)", false, [&] { kernels::launch_conv_winograd<G>(s, w.p, b.p, x.p, y.p, n); });
     if constexpr (wino4)
@@ -214,6 +217,8 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       using PF = kernels::ConvPatchFwd<G>;
       fwd("patch wide 8x8", false, [&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32Wide<PF>>(s, w.p, b.p, x.p, y.p, n); });
       fwd("patch narrow 8x4", false, [&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32Narrow<PF>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("patch narrow 8x4 ks2", false, [&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32NarrowSplit<PF>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("patch wide 8x8 ks2", false, [&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32WideSplit<PF>>(s, w.p, b.p, x.p, y.p, n); });
     }
     fwd("gemm wide 128", false, [&] {
       kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(s, w.p, b.p, x.p, y.p, n);
@@ -227,6 +232,23 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
         fwd(nk.c_str(), false, [&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
         fwd(wk.c_str(), false, [&] { kernels::launch_conv_gemm<Fwd, kernels::ConvGemmWide<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
       }
+    if constexpr (kernels::conv_patch_fwd_s2_shape<G>()) {  // TM channels × TN columns a thread (conv_patch_fwd_s2.cuh)
+      using kernels::launch_conv_patch_fwd_s2, kernels::ConvPatchFwdS2;
+      fwd("s2 patch 4x8", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 8>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 8x4", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 8, 4>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x4", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 4>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 2x8", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 2, 8>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 2x4", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 2, 4>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x8 ks2", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 8, 2>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 8x4 ks2", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 8, 4, 2>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x4 ks2", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 4, 2>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x8 ks2 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 8, 2, 128>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 8x4 ks2 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 8, 4, 2, 128>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x4 ks2 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 4, 2, 128>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 8x8 ks2 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 8, 8, 2, 128>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x8 ks4 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 8, 4, 64>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 8x4 ks4 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 8, 4, 4, 64>>(s, w.p, b.p, x.p, y.p, n); });
+    }
     if constexpr (fwd_direct)
       fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
     constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
@@ -245,6 +267,8 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       using PD = kernels::ConvPatchDgrad<G>;
       dgr("patch wide 8x8", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Wide<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
       dgr("patch narrow 8x4", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32Narrow<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+      dgr("patch narrow 8x4 ks2", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32NarrowSplit<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
+      dgr("patch wide 8x8 ks2", false, [&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32WideSplit<PD>>(s, w.p, nullptr, dy.p, dx.p, n); });
     }
     if constexpr (patch_s2) {  // TM channels × TB dy columns a thread (conv_patch_dgrad_s2.cuh)
       using kernels::launch_conv_patch_dgrad_s2, kernels::ConvPatchS2;
@@ -252,6 +276,8 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       dgr("s2 patch 1x8 (narrow)", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 8>>(s, w.p, dy.p, dx.p, n); });
       dgr("s2 patch 2x4", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 4>>(s, w.p, dy.p, dx.p, n); });
       dgr("s2 patch 4x4", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 4, 4>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 2x8 ks2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 8, 2>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 1x8 ks2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 8, 2>>(s, w.p, dy.p, dx.p, n); });
       if constexpr (G::OW % 16 == 0)
         dgr("s2 patch 1x16", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 16>>(s, w.p, dy.p, dx.p, n); });
     }
@@ -271,6 +297,9 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       wgr("patch 8 cols + sum", false, [&] { kernels::launch_conv_patch_wgrad<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
       wgr("patch 4 cols + sum", false, [&] {
         kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 4, 4>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
+      });
+      wgr("patch one half (4 warps)", false, [&] {
+        kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
       });
       wgr("patch 8 ch a thread", false, [&] {
         kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 8>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);

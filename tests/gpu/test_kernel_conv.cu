@@ -44,6 +44,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   constexpr bool patch = kernels::conv_patch_fp32_fits<G>();
   // The stride-2 one runs the backward data of stride-2 layers (conv_patch_dgrad_s2.cuh).
   constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
+  // Its forward twin (conv_patch_fwd_s2.cuh): the rule's forward of stride-2 layers where it fits.
+  constexpr bool patch_fwd_s2 = kernels::conv_patch_fwd_s2_fits<G>();
   // The Winograd forward (conv_winograd.cuh) runs 3×3 stride-1 padding-1 layers.
   constexpr bool winograd = kernels::conv_winograd_fits<G>();
   constexpr bool winograd4 = kernels::conv_winograd_fits<G, 4>();
@@ -54,8 +56,9 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   std::size_t ws_floats = Dev::template workspace_floats_for<ConvAlgo::implicit_gemm>(max_batch);
   if constexpr (wgrad_direct)
     ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<ConvAlgo::direct>(max_batch));
-  if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the 4-column variant below
-    ws_floats = std::max(ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch));
+  if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the 4-column and two-halves variants below
+    ws_floats = std::max({ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch)});
   std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d S=%d P=%d D=%d; rule: forward %s, backward data %s, "
               "backward weights %s; workspace %zu floats at batch %d\n",
               name, G::C, G::H, G::W, G::Out, G::OH, G::OW, G::K, G::S, G::P, G::D, algo_name(Dev::forward_algo),
@@ -167,7 +170,13 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                     label(batch, "forward (rule), output 8-byte aligned = Winograd 2x2")));
       }
     }
-    if (Dev::forward_algo == ConvAlgo::implicit_gemm && !rule_winograd)
+    // The patch rule's split tile (few blocks) adds its thread groups' sums in another order: compared
+    // with that tile below instead of with the GEMM.
+    const bool fwd_split = [&] {
+      if constexpr (patch) return kernels::conv_patch_fp32_tile<kernels::ConvPatchFwd<G>>(batch) == 2;
+      else return false;
+    }();
+    if (Dev::forward_algo == ConvAlgo::implicit_gemm && !rule_winograd && !patch_fwd_s2 && !fwd_split)
       t(same_bits(y_rule, patch ? y_wide : y_plan, label(batch, patch ? "forward (rule: patch) = GEMM" : "forward (rule) = its plan")));
     if constexpr (patch) {
       using PF = kernels::ConvPatchFwd<G>;
@@ -179,6 +188,35 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                                       stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
                             d_y, y_ref, "forward patch narrow tile");
       t(same_bits(y_pn, y_wide, label(batch, "forward patch narrow = GEMM")));
+      const auto y_ps = run([&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32NarrowSplit<PF>>(
+                                      stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                            d_y, y_ref, "forward patch narrow tile, channels split in 2");
+      if (fwd_split && !rule_winograd)
+        t(same_bits(y_rule, y_ps, label(batch, "forward (rule: patch narrow split) = that tile")));
+      run([&] { kernels::launch_conv_patch_fp32<PF, kernels::ConvPatchF32WideSplit<PF>>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr,
+                                                                                      d_y.ptr, batch); },
+          d_y, y_ref, "forward patch wide tile, channels split in 2");
+    }
+    if constexpr (kernels::conv_patch_fwd_s2_shape<G>()) {  // stride 2: the staged-patch forward's tiles
+      auto s2_tile = [&](auto tile, const char* q) {  // one group of threads: the GEMM's sums, to the bit
+        using T = decltype(tile);
+        const auto got = run([&] { kernels::launch_conv_patch_fwd_s2<G, T>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); },
+                             d_y, y_ref, q);
+        if (T::KS == 1) t(same_bits(got, y_wide, label(batch, q)));
+      };
+      s2_tile(kernels::ConvPatchFwdS2<G, 4, 8>{}, "forward s2 patch 4x8 = GEMM");
+      s2_tile(kernels::ConvPatchFwdS2<G, 8, 4>{}, "forward s2 patch 8x4 = GEMM");
+      s2_tile(kernels::ConvPatchFwdS2<G, 2, 4>{}, "forward s2 patch 2x4 = GEMM");
+      s2_tile(kernels::ConvPatchFwdS2<G, 4, 8, 2, 128>{}, "forward s2 patch 4x8, channels split in 2");
+      s2_tile(kernels::ConvPatchFwdS2<G, 8, 4, 4, 64>{}, "forward s2 patch 8x4, channels split in 4");
+      if constexpr (patch_fwd_s2) {  // the rule's tiles: the rule's bits
+        const bool split4 = kernels::conv_patch_fwd_s2_split4<G>(batch);
+        const auto got = run([&] {
+          if (split4) kernels::launch_conv_patch_fwd_s2<G, kernels::ConvPatchFwdS2Split4<G>>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+          else kernels::launch_conv_patch_fwd_s2<G, kernels::ConvPatchFwdS2Split2<G>>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+        }, d_y, y_ref, split4 ? "forward s2 patch, the rule's tile (split 4)" : "forward s2 patch, the rule's tile (split 2)");
+        t(same_bits(y_rule, got, label(batch, "forward (rule: s2 patch) = its tile")));
+      }
     }
     if constexpr (fwd_direct) {
       const auto y_direct = run([&] { Dev::template forward_with<ConvAlgo::direct>(ctx, d_w.ptr, d_b.ptr, d_x.ptr,
@@ -234,10 +272,19 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       else kernels::launch_conv_dgrad_gemm<G, kernels::ConvGemmNarrow<G::C>>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch, splits);
     };
     const auto dx_plan = run([&] { dgrad_gemm(dplan.wide, dplan.splits); }, d_dx, dx_ref, "backward data GEMM, the rule's plan");
-    if (dgrad_tile == 0)
+    // Where the patch rule takes a tile whose thread groups split the channels, its sums are added in
+    // another order: compared with that tile below instead.
+    const bool dgrad_split = [&] {
+      if constexpr (patch) return kernels::conv_patch_fp32_tile<kernels::ConvPatchDgrad<G>>(batch) == 2;
+      else if constexpr (patch_s2) {
+        const auto tile = kernels::conv_patch_dgrad_s2_tile<G>(batch);
+        return tile == kernels::ConvS2Tile::wide_split || tile == kernels::ConvS2Tile::narrow_split;
+      } else return false;
+    }();
+    if (dgrad_tile == 0 && !dgrad_split)
       t(same_bits(patch || patch_s2 ? dx_wide : dx_plan, dx_gemm,
                   label(batch, patch || patch_s2 ? "backward data (rule: patch) = GEMM" : "backward data GEMM (rule) = its plan")));
-    if (dplan.splits == 1 && dgrad_tile == 0)
+    if (dplan.splits == 1 && dgrad_tile == 0 && !dgrad_split)
       t(same_bits(dx_wide, dx_gemm, label(batch, "backward data GEMM (rule, unsplit) = wide")));
     if constexpr (patch) {
       using PD = kernels::ConvPatchDgrad<G>;
@@ -249,6 +296,14 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                                        stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
                              d_dx, dx_ref, "backward data patch narrow tile");
       t(same_bits(dx_pn, dx_wide, label(batch, "backward data patch narrow = GEMM")));
+      const auto dx_ps = run([&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32NarrowSplit<PD>>(
+                                       stream.s, d_w.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data patch narrow tile, channels split in 2");
+      if (dgrad_split && dgrad_tile == 0)
+        t(same_bits(dx_gemm, dx_ps, label(batch, "backward data (rule: patch narrow split) = that tile")));
+      run([&] { kernels::launch_conv_patch_fp32<PD, kernels::ConvPatchF32WideSplit<PD>>(stream.s, d_w.ptr, nullptr,
+                                                                                      d_dy.ptr, d_dx.ptr, batch); },
+          d_dx, dx_ref, "backward data patch wide tile, channels split in 2");
     }
     if constexpr (patch_s2) {  // dx_wide: the unsplit GEMM, whose order these kernels keep
       const auto dx_sw = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2Wide<G>>(
@@ -263,6 +318,16 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
                                        stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
                              d_dx, dx_ref, "backward data stride-2 patch, 4 x 4 a thread");
       t(same_bits(dx_s4, dx_wide, label(batch, "backward data stride-2 patch, 4 x 4 a thread = GEMM")));
+      const auto dx_ws = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2WideSplit<G>>(
+                                       stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data stride-2 patch 2 x 8, channels split in 2");
+      const auto dx_ns = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2NarrowSplit<G>>(
+                                       stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                             d_dx, dx_ref, "backward data stride-2 patch 1 x 8, channels split in 2");
+      if (dgrad_split) {
+        const bool wide = kernels::conv_patch_dgrad_s2_tile<G>(batch) == kernels::ConvS2Tile::wide_split;
+        t(same_bits(dx_gemm, wide ? dx_ws : dx_ns, label(batch, "backward data (rule: stride-2 patch split) = that tile")));
+      }
     }
 
     // The backward of an activation below the layer in the store (x standing for its output): exactly
@@ -350,6 +415,10 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       wgrad_run([&] { kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 4, 4>>(stream.s, d_x.ptr, d_dy.ptr,
                                                                                              ws.ptr, d_dw.ptr, d_db.ptr, batch); },
                 "backward weights patch, 4 columns a thread");
+      using OneHalf = kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>;
+      wgrad_run([&] { kernels::launch_conv_patch_wgrad<G, OneHalf>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr,
+                                                                  batch); },
+                "backward weights patch, one half of 4 warps");
     }
 
     // The rule through backward(), twice: same bits; with dx = null (a first layer) dx is untouched.
@@ -411,6 +480,9 @@ int main() {
     // dx rows and columns get no tap), C filling no 32-channel tile evenly (12, 20), H != W.
     test_conv<Conv<16, 5, Stride<2>, Pad<2>>, Shape<12, 32, 16>>(t, "stride-2 patch 5x5 12->16", {1, 3, 37}, 30);
     test_conv<Conv<24, 1, Stride<2>>, Shape<20, 16, 16>>(t, "stride-2 patch 1x1 20->24", {1, 3, 37}, 31);
+    // The stride-2 forward patch kernel: a 5×5 window on a tall image, a 1×1 window with a partial channel tile.
+    test_conv<Conv<16, 5, Stride<2>, Pad<2>>, Shape<16, 32, 16>>(t, "stride-2 forward patch 5x5 16->16", {1, 3, 37}, 35);
+    test_conv<Conv<20, 1, Stride<2>>, Shape<16, 16, 16>>(t, "stride-2 forward patch 1x1 16->20", {1, 3, 37}, 36);
     // The patch kernels off the CIFAR shapes: a 5x5 window (halo 2), rows past the image in the last row
     // tile (H = 10 is no multiple of the tiles' rows), partial 32-channel tiles (M = 24, 40), W = 24.
     test_conv<Conv<40, 5, Pad<2>>, Shape<24, 10, 24>>(t, "patch 5x5 24->40", {1, 3, 37}, 28);

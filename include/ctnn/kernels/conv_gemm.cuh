@@ -659,12 +659,12 @@ constexpr int wgrad_bn() {
 
 // The split of the weight gradient's reduction, for tiles of BM rows (of Out) and BN columns (of
 // C·K·K) reducing BK positions per step: the same rule for the FP32 and the TF32 kernels.
-template <class G, int BM, int BN, int BK>
+template <class G, int BM, int BN, int BK, int TargetBlocks = 512>
 struct ConvWgradSplits {
   static constexpr int m_tiles = ceil_div(G::Out, BM), n_tiles = ceil_div(G::CKK, BN);
   static constexpr int E = G::Out * G::CKK + G::Out;  // floats per partial: dW, then db
-  // About this many blocks in all (≈ 4 per SM of an H100), so that the gather latency hides.
-  static constexpr int target_blocks = 512;
+  // About this many blocks in all (512: ≈ 4 per SM of an H100), so that the gather latency hides.
+  static constexpr int target_blocks = TargetBlocks;
   static constexpr int max_splits = ceil_div(target_blocks, m_tiles * n_tiles);
   // The reduction over batch·OH·OW in BK steps, cut into splits of `per_split` steps each.
   static constexpr long long steps(int batch) { return ceil_div<long long>((long long)batch * G::OHW, BK); }

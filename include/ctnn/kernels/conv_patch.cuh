@@ -124,7 +124,8 @@ template <class Pb, class T>
 __device__ __forceinline__ void conv_patch_load_step(float* As, float* Bs, int stage, int step, const float* w,
                                                      const float* src_n, int m0, int y0) {
   constexpr int BM = T::BM, NT = T::threads, CK = T::CK, KK = T::KK, W4 = Pb::W / 4, PR = T::PR;
-  constexpr std::size_t plane = std::size_t(Pb::H) * Pb::W;
+  constexpr int plane = Pb::H * Pb::W;  // 32-bit offsets within a sample and within w (fewer instructions)
+  static_assert((long long)Pb::SC * plane < (1ll << 31) && (long long)Pb::M * Pb::SC * KK < (1ll << 31), "32-bit offsets");
   auto copy_weights = [](float* dst, const float* from, bool ok) {
     if constexpr (T::l1_weights) cp_async_f32x4_l1(dst, from, ok);
     else cp_async_f32x4(dst, from, ok);
@@ -138,7 +139,7 @@ __device__ __forceinline__ void conv_patch_load_step(float* As, float* Bs, int s
       const int e = threadIdx.x + j * NT, mm = e / row_quads, v = e % row_quads, m = m0 + mm;
       const bool ok = m < Pb::M;
       if (quads % NT == 0 || e < quads)
-        copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (std::size_t(m) * Pb::SC + c0) * KK + 4 * v : 0), ok);
+        copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (m * Pb::SC + c0) * KK + 4 * v : 0), ok);
     }
   } else {
     constexpr int run_quads = BM * KK / 4, quads = CK * run_quads;  // per channel o: w[o][m0 ..][K][K]
@@ -147,7 +148,7 @@ __device__ __forceinline__ void conv_patch_load_step(float* As, float* Bs, int s
       const int e = threadIdx.x + j * NT, o = e / run_quads, v = e % run_quads;
       const bool ok = m0 * KK + 4 * v < Pb::M * KK;  // M % 4 == 0: a quad is all in or all out
       if (quads % NT == 0 || e < quads)
-        copy_weights(A + o * T::OS + 4 * v, w + (ok ? (std::size_t(c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
+        copy_weights(A + o * T::OS + 4 * v, w + (ok ? ((c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
     }
   }
   float* B = Bs + stage * T::b_floats;
@@ -184,6 +185,44 @@ struct ConvPatchTile
 };
 
 // --- The epilogue (all the patch kernels) ----------------------------------------------------------------
+// The FP32 tiles whose KS thread groups split each step's reduced channels (T::KS > 1): groups 1 .. KS − 1
+// leave their sums acc[TM][TN] in shared memory (the stages are free: the pipeline waited for every
+// copy) and group 0 adds them to its own in group order. Every thread calls it; thread t of group kg.
+template <class T, int TM, int TN>
+__device__ __forceinline__ void conv_patch_add_groups(float (&acc)[TM][TN], int kg, int t) {
+  float* red = conv_mma_smem();
+  __syncthreads();
+  if (kg > 0)
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) red[(((kg - 1) * TM + i) * TN + j) * T::group_threads + t] = acc[i][j];
+  __syncthreads();
+  if (kg == 0)
+#pragma unroll
+    for (int g = 0; g < T::KS - 1; ++g)
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += red[((g * TM + i) * TN + j) * T::group_threads + t];
+}
+// The same for sums acc[TM][R][TN] (the stride-2 backward data: TM channels × 2 dx rows × 2·TB columns).
+template <class T, int TM, int R, int TN>
+__device__ __forceinline__ void conv_patch_add_groups(float (&acc)[TM][R][TN], int kg, int t) {
+  float* red = conv_mma_smem();
+  constexpr int N = TM * R * TN;
+  __syncthreads();
+  if (kg > 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) red[((kg - 1) * N + i) * T::group_threads + t] = acc[i / (R * TN)][i / TN % R][i % TN];
+  __syncthreads();
+  if (kg == 0)
+#pragma unroll
+    for (int g = 0; g < T::KS - 1; ++g)
+#pragma unroll
+      for (int i = 0; i < N; ++i) acc[i / (R * TN)][i / TN % R][i % TN] += red[(g * N + i) * T::group_threads + t];
+}
+
 // Stores N = 2 or 4 consecutive results v at out + at (8- or 16-byte aligned). An activation Fn in the
 // store:
 //   forward        Fn::apply(v): the activation that follows the layer (its output is what is stored);
@@ -222,6 +261,7 @@ kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
                   const float* __restrict__ src,  // [batch][SC][H][W]
                   float* __restrict__ out)        // [batch][M][H][W]
 {
+  wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   constexpr int BM = T::BM, KK = T::KK, K = Pb::K, W = Pb::W, H = Pb::H;
   constexpr int RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ;
   constexpr std::size_t plane = std::size_t(H) * W;
@@ -319,8 +359,9 @@ constexpr int conv_patch_rows_for(int per_row, int threads) {
     if (th * per_row % 32 == 0) return th;
 }
 
-// Any patch kernel (this one, conv_patch_fp32.cuh's, conv_patch_dgrad_s2.cuh's) over batch × row tiles
-// × ceil(M / BM) blocks.
+// Any patch kernel (this one, conv_patch_fp32.cuh's, conv_patch_dgrad_s2.cuh's, conv_patch_fwd_s2.cuh's)
+// over batch × row tiles × ceil(M / BM) blocks, launched dependent: each of them starts with
+// wait_for_prior_grids (launch.cuh).
 template <class Pb, class T, auto Kernel>
 void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* aux, const float* src, float* out,
                               int batch) {
@@ -330,8 +371,7 @@ void launch_conv_patch_kernel(cudaStream_t stream, const float* w, const float* 
   if (batch <= 0) return;
   request_dynamic_smem<Kernel, T::smem_bytes>();
   const dim3 grid{unsigned(blocks), unsigned(ceil_div(Pb::M, T::BM))};
-  Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(w, aux, src, out);
-  CTNN_CHECK_LAUNCH();
+  launch_kernel(Kernel, grid, T::threads, T::smem_bytes, stream, 1, Launch::dependent, w, aux, src, out);
 }
 
 template <class Pb, class T, class Fn = identity_fn>

@@ -17,7 +17,8 @@
 // row) and per tap TM weights, which feed TM · TB · 2 FMAs (3×3, TM = 2, TB = 8: 24 loads per 144 FMAs).
 //
 // Summation order: o increasing, then the taps (ky, kx) increasing, one fmaf each from zero: the unsplit
-// implicit GEMM's order (its parity classes list their taps that way), so the two agree to the bit.
+// implicit GEMM's order (its parity classes list their taps that way), so the two agree to the bit. The
+// split tiles (2 thread groups over each step's channels, added in group order) round differently.
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -53,15 +54,20 @@ struct ConvPatchDgradS2 {
 
 // BM = 32 input channels × TH dy rows; a thread TM × TB (see above): MG = 32 / TM channel groups × TH ·
 // OW / TB column groups.
-template <class G, int TM_, int TB_, int TH_>
+// KS groups of threads split each step's 8 output channels (conv_patch_add_groups adds their sums).
+template <class G, int TM_, int TB_, int TH_, int KS_ = 1>
 struct ConvPatchS2Tile
-    : ConvPatchLayout<ConvPatchDgradS2<G>, 32, TH_, 2, (32 / TM_) * TH_ * (G::OW / TB_), true> {
-  static constexpr int TM = TM_, TB = TB_, MG = 32 / TM_, CGR = G::OW / TB_;  // CGR: column groups per dy row
-  static constexpr int threads = MG * TH_ * CGR;
+    : ConvPatchLayout<ConvPatchDgradS2<G>, 32, TH_, 2, KS_ * (32 / TM_) * TH_ * (G::OW / TB_), true> {
+  static constexpr int TM = TM_, TB = TB_, KS = KS_, MG = 32 / TM_, CGR = G::OW / TB_;  // CGR: column groups per dy row
+  static constexpr int group_threads = MG * TH_ * CGR, threads = KS * group_threads;
   static constexpr int min_blocks = 512 / threads;  // at most 128 registers
+  static constexpr int red_floats = (KS - 1) * TM * 4 * TB * group_threads;  // the later groups' sums
   static_assert(32 % TM == 0 && 32 % MG == 0, "a warp holds whole sets of channel groups");
   static_assert(TB % 4 == 0 && G::OW % TB == 0, "a thread's dy columns are whole 16-byte chunks of one row");
-  static_assert(threads % 32 == 0 && threads >= 64 && threads <= 256, "2 to 8 warps");
+  static_assert(group_threads % 32 == 0 && threads >= 64 && threads <= 256, "2 to 8 warps, groups of whole warps");
+  // The stages, or the later groups' sums at the end if those need more.
+  static constexpr int smem_bytes = max_of(int(ConvPatchS2Tile::ConvPatchLayout::smem_bytes), red_floats * 4);
+  static_assert(8 % KS == 0, "KS divides a step's channels");
 };
 
 // Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the input channels). Fn: the
@@ -73,6 +79,7 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
                            const float* __restrict__ dy,     // [batch][Out][OH][OW]
                            float* __restrict__ dx)           // [batch][C][H][W]
 {
+  wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   using Pb = ConvPatchDgradS2<G>;
   constexpr int TM = T::TM, TB = T::TB, MG = T::MG, K = G::K, KK = T::KK, P = G::P;
   constexpr int SK = Pb::K, SP = Pb::P, SL = TB + SK - 1;  // a thread's dy values of one row
@@ -86,8 +93,11 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
   conv_patch_zero_halo<Pb, T>(Bs, y0);
   auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, dy_n, m0, y0); };
 
-  // This thread: channel group mg, dy row yl (in the tile), first dy column b0.
-  const int mg = threadIdx.x % MG, pg = threadIdx.x / MG, yl = pg / T::CGR, b0 = pg % T::CGR * TB;
+  // This thread: output channels kg·CK/KS .. of each step, channel group mg, dy row yl (in the tile),
+  // first dy column b0.
+  constexpr int CKG = T::CK / T::KS;
+  const int kg = threadIdx.x / T::group_threads, t = threadIdx.x % T::group_threads;
+  const int mg = t % MG, pg = t / MG, yl = pg / T::CGR, b0 = pg % T::CGR * TB;
   const int a_at = mg * KK;                  // w[o][m0 + mg + MG·i][tap] = A_s[a_at + o·OS + i·MG·KK + tap]
   const int b_at = yl * T::RS + b0 + 4 - SP;  // dy column b0 − SP of the window's first row
 
@@ -103,7 +113,7 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
     const float* A = As + stage * T::a_floats + a_at;
     const float* B = Bs + stage * T::b_floats + b_at;
 #pragma unroll 1
-    for (int o = 0; o < T::CK; ++o) {
+    for (int o = kg * CKG; o < (kg + 1) * CKG; ++o) {
       float s[SK][SL];  // dy rows y0 + yl − SP + r, columns b0 − SP + j
 #pragma unroll
       for (int r = 0; r < SK; ++r) {
@@ -135,6 +145,8 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
     }
   });
 
+  if constexpr (T::KS > 1) conv_patch_add_groups<T>(acc, kg, t);  // the later groups' sums (group 0 stores)
+  if (kg > 0) return;
   const int a = y0 + yl;
   if (a >= G::OH) return;
   const std::size_t at = std::size_t(n) * G::C * dx_plane + std::size_t(2 * a) * G::W + 2 * b0;
@@ -170,9 +182,9 @@ void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float
   launch_conv_patch_dgrad_s2_kernel<G, T, kernel_conv_patch_dgrad_s2<G, T, Fn>>(stream, w, dy, dx, batch, below, "FP32");
 }
 
-// A tile of about 128 threads: whole warps of dy rows.
-template <class G, int TM, int TB>
-using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128)>;
+// A tile of about 128 threads (a group of them, with KS groups): whole warps of dy rows.
+template <class G, int TM, int TB, int KS = 1>
+using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128), KS>;
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md; 128 threads, 32 channels):
 //   wide    2 channels × 8 dy columns a thread: the fastest where its blocks fill the GPU three times
@@ -180,26 +192,52 @@ using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (
 //           implicit GEMM 136.5);
 //   narrow  1 channel × 8 dy columns: twice the blocks, everywhere else (64->128 s2 @16, B = 256: 87.5
 //           against 93.6 wide and 124.0 for the GEMM; B = 64: 29.5 against 33.1 and 39.1).
-// 2 × 4 and 4 × 4 a thread were slower on every layer measured.
+// 2 × 4 and 4 × 4 a thread were slower on every layer measured. Where even the narrow tile leaves
+// fewer than three blocks per SM (batch 64), the tiles whose 2 groups of threads split each step's 8
+// output channels (256 threads) (2026-11-27, conv_bench, H100, the kernels launched dependent):
+//   wide split    where the narrow tile gives more than 264 blocks (32->64 s2 @32, B = 64: 25.2 µs
+//                 against 25.9 narrow);
+//   narrow split  below (64->128 s2 @16, B = 64: 24.7 against 26.6 narrow).
 template <class G>
 using ConvPatchS2Wide = ConvPatchS2<G, 2, 8>;
 template <class G>
 using ConvPatchS2Narrow = ConvPatchS2<G, 1, 8>;
+template <class G>
+using ConvPatchS2WideSplit = ConvPatchS2<G, 2, 8, 2>;
+template <class G>
+using ConvPatchS2NarrowSplit = ConvPatchS2<G, 1, 8, 2>;
 
 template <class G>
 constexpr bool conv_patch_dgrad_s2_fits() {
   if constexpr (!conv_patch_dgrad_s2_shape<G>()) return false;  // the tiles exist only for these
-  else return ConvPatchS2Wide<G>::within_budget && ConvPatchS2Narrow<G>::within_budget;
+  else
+    return ConvPatchS2Wide<G>::within_budget && ConvPatchS2Narrow<G>::within_budget &&
+           ConvPatchS2WideSplit<G>::within_budget && ConvPatchS2NarrowSplit<G>::within_budget;
+}
+
+// The rule's tile (see above).
+enum class ConvS2Tile { wide, narrow, wide_split, narrow_split };
+template <class G>
+ConvS2Tile conv_patch_dgrad_s2_tile(int batch) {
+  const long long c_tiles = ceil_div(G::C, 32);
+  const long long wide = batch * ConvPatchS2Wide<G>::row_tiles * c_tiles;
+  const long long narrow = batch * ConvPatchS2Narrow<G>::row_tiles * c_tiles;
+  if (wide >= 3 * conv_two_waves) return ConvS2Tile::wide;
+  if (narrow >= 3 * conv_two_waves) return ConvS2Tile::narrow;
+  return narrow > conv_two_waves ? ConvS2Tile::wide_split : ConvS2Tile::narrow_split;
 }
 
 template <class G, class Fn = identity_fn>
 void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
                                      const float* below = nullptr) {
-  using Wide = ConvPatchS2Wide<G>;
-  if ((long long)batch * Wide::row_tiles * ceil_div(G::C, 32) >= 3 * conv_two_waves)
-    launch_conv_patch_dgrad_s2<G, Wide, Fn>(stream, w, dy, dx, batch, below);
-  else
-    launch_conv_patch_dgrad_s2<G, ConvPatchS2Narrow<G>, Fn>(stream, w, dy, dx, batch, below);
+  switch (conv_patch_dgrad_s2_tile<G>(batch)) {
+    case ConvS2Tile::wide: return launch_conv_patch_dgrad_s2<G, ConvPatchS2Wide<G>, Fn>(stream, w, dy, dx, batch, below);
+    case ConvS2Tile::narrow: return launch_conv_patch_dgrad_s2<G, ConvPatchS2Narrow<G>, Fn>(stream, w, dy, dx, batch, below);
+    case ConvS2Tile::wide_split:
+      return launch_conv_patch_dgrad_s2<G, ConvPatchS2WideSplit<G>, Fn>(stream, w, dy, dx, batch, below);
+    case ConvS2Tile::narrow_split:
+      return launch_conv_patch_dgrad_s2<G, ConvPatchS2NarrowSplit<G>, Fn>(stream, w, dy, dx, batch, below);
+  }
 }
 
 // --- TF32 ------------------------------------------------------------------------------------------------
@@ -237,6 +275,7 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
                                const float* __restrict__ dy,     // [batch][Out][OH][OW]
                                float* __restrict__ dx)           // [batch][C][H][W]
 {
+  wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   using Pb = ConvPatchDgradS2<G>;
   constexpr int MI = T::MI, NJ = T::NJ, K = G::K, KK = T::KK, P = G::P, SK = Pb::K, SP = Pb::P;
   constexpr int RS = T::RS, CS = T::CS, OS = T::OS;

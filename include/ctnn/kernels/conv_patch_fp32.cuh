@@ -15,6 +15,8 @@
 // Summation order: from the bias, k = (c, ky, kx) of the weights increasing, one fmaf per term: the
 // implicit GEMM's order, so both directions equal conv_gemm.cuh's to the bit (the forward also the
 // direct kernels'). Backward data reads the flipped window, so it walks the patch's window backwards.
+// The tiles whose KS > 1 thread groups split each step's channels (few blocks: batch 64) add the
+// groups' sums at the end, in group order: other bits, checked against the host.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -23,6 +25,7 @@
 #include "conv_gemm.cuh"
 #include "conv_patch.cuh"
 #include "conv_patch_dgrad_s2.cuh"
+#include "conv_patch_fwd_s2.cuh"
 #include "conv_winograd.cuh"
 #include "reduce.cuh"
 
@@ -30,20 +33,25 @@ namespace ctnn::kernels {
 
 // --- Tile ----------------------------------------------------------------------------------------------
 // BM output channels × TH output rows of one sample; a thread TM × TN, so MG = BM / TM channel groups ×
-// TH · W / TN column groups of threads.
+// TH · W / TN column groups of threads; times KS groups that split each step's 8 reduced channels (as in
+// conv_patch_fwd_s2.cuh: KS = 2 doubles a block's warps where the blocks are few).
 template <class Pb, int TM, int TN, int BM, int TH>
 constexpr int conv_patch_fp32_threads() {
   return (BM / TM) * TH * (Pb::W / TN);
 }
-template <class Pb, int BM_, int TH_, int Stages_ = 2, int TM_ = 8, int TN_ = 8>
+template <class Pb, int BM_, int TH_, int Stages_ = 2, int TM_ = 8, int TN_ = 8, int KS_ = 1>
 struct ConvPatchF32Tile
-    : ConvPatchLayout<Pb, BM_, TH_, Stages_, conv_patch_fp32_threads<Pb, TM_, TN_, BM_, TH_>(), true> {
-  static constexpr int TM = TM_, TN = TN_, MG = BM_ / TM_, PGR = Pb::W / TN_;  // PGR: column groups per row
-  static constexpr int threads = conv_patch_fp32_threads<Pb, TM_, TN_, BM_, TH_>();
+    : ConvPatchLayout<Pb, BM_, TH_, Stages_, KS_ * conv_patch_fp32_threads<Pb, TM_, TN_, BM_, TH_>(), true> {
+  static constexpr int TM = TM_, TN = TN_, KS = KS_, MG = BM_ / TM_, PGR = Pb::W / TN_;  // PGR: column groups per row
+  static constexpr int group_threads = conv_patch_fp32_threads<Pb, TM_, TN_, BM_, TH_>(), threads = KS * group_threads;
   static constexpr int min_blocks = 512 / threads;  // at most 128 registers (168 measured 4% slower)
+  static constexpr int red_floats = (KS - 1) * TM * TN * group_threads;  // the later groups' sums
   static_assert(BM_ % TM == 0 && 32 % MG == 0, "a warp holds whole sets of channel groups");
   static_assert(TN % 4 == 0 && Pb::W % TN == 0, "a thread's columns are whole 16-byte chunks of one row");
-  static_assert(threads % 32 == 0 && threads >= 64 && threads <= 256, "2 to 8 warps");
+  static_assert(group_threads % 32 == 0 && threads >= 64 && threads <= 256, "2 to 8 warps, groups of whole warps");
+  // The stages, or the later groups' sums at the end if those need more.
+  static constexpr int smem_bytes = max_of(int(ConvPatchF32Tile::ConvPatchLayout::smem_bytes), red_floats * 4);
+  static_assert(8 % KS == 0, "KS divides a step's channels");
 };
 
 // --- The kernel ----------------------------------------------------------------------------------------
@@ -57,6 +65,7 @@ kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
                        const float* __restrict__ src,  // [batch][SC][H][W]
                        float* __restrict__ out)        // [batch][M][H][W]
 {
+  wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   constexpr int TM = T::TM, TN = T::TN, MG = T::MG, K = Pb::K, KK = T::KK, P = Pb::P, W = Pb::W;
   constexpr int SL = TN + K - 1;  // a thread's input values of one row
   constexpr std::size_t plane = std::size_t(Pb::H) * W;
@@ -69,8 +78,11 @@ kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
   conv_patch_zero_halo<Pb, T>(Bs, y0);
   auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, src_n, m0, y0); };
 
-  // This thread: channel group mg, output row yl (in the tile), first column x0.
-  const int mg = threadIdx.x % MG, pg = threadIdx.x / MG, yl = pg / T::PGR, x0 = pg % T::PGR * TN;
+  // This thread: reduced channels kg·CK/KS .. of each step, channel group mg, output row yl (in the tile),
+  // first column x0.
+  constexpr int CKG = T::CK / T::KS;
+  const int kg = threadIdx.x / T::group_threads, t = threadIdx.x % T::group_threads;
+  const int mg = t % MG, pg = t / MG, yl = pg / T::PGR, x0 = pg % T::PGR * TN;
   // Weight of (channel m0 + mg + MG·i, reduced channel c, tap) = A_s[a_at + i·i_step + c·c_step + tap·tap_step].
   constexpr int m_step = Pb::dgrad ? KK : T::AS, c_step = Pb::dgrad ? T::OS : KK, tap_step = Pb::dgrad ? -1 : 1;
   constexpr int i_step = MG * m_step;
@@ -81,7 +93,7 @@ kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + mg + MG * i;
-    const float b0 = Pb::has_bias && m < Pb::M ? aux[m] : 0.f;
+    const float b0 = Pb::has_bias && kg == 0 && m < Pb::M ? aux[m] : 0.f;
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = b0;
   }
@@ -90,7 +102,7 @@ kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
     const float* A = As + stage * T::a_floats + a_at;
     const float* B = Bs + stage * T::b_floats + b_at;
 #pragma unroll 1
-    for (int c = 0; c < T::CK; ++c) {
+    for (int c = kg * CKG; c < (kg + 1) * CKG; ++c) {
 #pragma unroll
       for (int r = 0; r < K; ++r) {
         const int ky = Pb::dgrad ? K - 1 - r : r;  // window row (see the order note above)
@@ -119,6 +131,8 @@ kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
     }
   });
 
+  if constexpr (T::KS > 1) conv_patch_add_groups<T>(acc, kg, t);  // the later groups' sums (group 0 stores)
+  if (kg > 0) return;
   const int y = y0 + yl;
   if (y >= Pb::H) return;
   const std::size_t at_row = std::size_t(n) * Pb::M * plane + y * W + x0;
@@ -163,39 +177,52 @@ template <class Pb>
 using ConvPatchF32Wide = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 8>(128), 2>;
 template <class Pb>
 using ConvPatchF32Narrow = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 4>(128), 2, 8, 4>;
+// The narrow and wide tiles with the channels of a step split between 2 groups (256 threads). The rule
+// takes the narrow one where the narrow tile gives fewer than two blocks per SM (32->64 @16, B = 64,
+// backward data: 19.3 against 21.7 µs; 2026-11-27, H100); the wide one is measured only (conv_bench).
+template <class Pb>
+using ConvPatchF32NarrowSplit = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 4>(128), 2, 8, 4, 2>;
+template <class Pb>
+using ConvPatchF32WideSplit = ConvPatchF32Tile<Pb, 32, conv_patch_fp32_rows<Pb, 8>(128), 2, 8, 8, 2>;
 
 // conv_patch_fits's layers at least 16 columns wide (narrower images leave the tiles' threads idle:
-// 64->64 @8 ran 3× slower than the implicit GEMM). Strided layers stay on the implicit GEMM in these
-// two directions: a stride-2 forward tile measured no faster (32->64 s2 @32, B = 256: 83 µs against
-// the GEMM's 85; with the 64-channel tile its patch needs at 8 × 8 a thread, 109).
+// 64->64 @8 ran 3× slower than the implicit GEMM). Strided layers have kernels of their own
+// (conv_patch_fwd_s2.cuh, conv_patch_dgrad_s2.cuh).
 template <class G>
 constexpr bool conv_patch_fp32_fits() {
   if constexpr (!conv_patch_fits<G>() || G::W < 16) return false;  // the tiles exist only for these
   else
-    return ConvPatchF32Wide<ConvPatchFwd<G>>::within_budget && ConvPatchF32Wide<ConvPatchDgrad<G>>::within_budget;
+    return ConvPatchF32Wide<ConvPatchFwd<G>>::within_budget && ConvPatchF32Wide<ConvPatchDgrad<G>>::within_budget &&
+           ConvPatchF32NarrowSplit<ConvPatchFwd<G>>::within_budget &&
+           ConvPatchF32NarrowSplit<ConvPatchDgrad<G>>::within_budget;
 }
 
+// The rule's tile: 0 wide, 1 narrow, 2 narrow split.
 template <class Pb>
-bool conv_patch_fp32_wide(int batch) {
-  return (long long)batch * ConvPatchF32Wide<Pb>::row_tiles * ceil_div(Pb::M, 32) >= conv_two_waves;
+int conv_patch_fp32_tile(int batch) {
+  const long long m_tiles = ceil_div(Pb::M, 32);
+  if ((long long)batch * ConvPatchF32Wide<Pb>::row_tiles * m_tiles >= conv_two_waves) return 0;
+  return (long long)batch * ConvPatchF32Narrow<Pb>::row_tiles * m_tiles >= conv_two_waves ? 1 : 2;
 }
 
 template <class Pb, class Fn = identity_fn>
 void launch_conv_patch_fp32_auto(cudaStream_t stream, const float* w, const float* aux, const float* src,
                                  float* out, int batch) {
-  if (conv_patch_fp32_wide<Pb>(batch))
-    launch_conv_patch_fp32<Pb, ConvPatchF32Wide<Pb>, Fn>(stream, w, aux, src, out, batch);
-  else
-    launch_conv_patch_fp32<Pb, ConvPatchF32Narrow<Pb>, Fn>(stream, w, aux, src, out, batch);
+  switch (conv_patch_fp32_tile<Pb>(batch)) {
+    case 0: return launch_conv_patch_fp32<Pb, ConvPatchF32Wide<Pb>, Fn>(stream, w, aux, src, out, batch);
+    case 1: return launch_conv_patch_fp32<Pb, ConvPatchF32Narrow<Pb>, Fn>(stream, w, aux, src, out, batch);
+    default: return launch_conv_patch_fp32<Pb, ConvPatchF32NarrowSplit<Pb>, Fn>(stream, w, aux, src, out, batch);
+  }
 }
 
 // --- The FP32 rule for the implicit-GEMM family ---------------------------------------------------------
 // The forward of 3×3, stride-1, padding-1 layers on enough blocks: the Winograd kernel (4 × 4 output
 // tiles where they fill the GPU, else 2 × 2; an output only 8-byte aligned takes 2 × 2). Otherwise the
 // patch kernel where it fits (and the pointers are aligned; for backward data also the stride-2 one of
-// conv_patch_dgrad_s2.cuh), else conv_gemm.cuh's. The patch kernels sum in the unsplit GEMM's order, so
-// that choice changes speed (and, where the GEMM would split k, the last bits) only; Winograd's sums
-// differ from theirs by rounding.
+// conv_patch_dgrad_s2.cuh; for the forward the stride-2 one of conv_patch_fwd_s2.cuh), else
+// conv_gemm.cuh's. The patch kernels of one thread group sum in the unsplit GEMM's order, so that choice
+// changes speed (and, where the GEMM would split k, the last bits) only; the split tiles (thread groups
+// over the channels, taken at small batches) and Winograd's sums differ from theirs by rounding.
 
 // The forward with the activation Fn that follows the layer in the store of the rule's kernel: the
 // Winograd kernel (conv_winograd.cuh) first where it fits and wins, which rounds differently.
@@ -205,6 +232,8 @@ void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const flo
   if (launch_conv_winograd_rule<G, Fn, false>(stream, w, b, x, y, batch)) return;
   if constexpr (conv_patch_fp32_fits<G>())
     if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fp32_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
+  if constexpr (conv_patch_fwd_s2_fits<G>())
+    if (conv_patch_fp32_aligned(w, x, y)) return launch_conv_patch_fwd_s2_auto<G, Fn>(stream, w, b, x, y, batch);
   launch_conv_gemm_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
 }
 
@@ -272,15 +301,19 @@ constexpr bool conv_patch_wgrad_shape() {
          G::W % 8 == 0 && G::W <= 64 && G::OW % 8 == 0 && G::H % G::S == 0 && G::W % G::S == 0;
 }
 
-template <class G, int TN_ = (G::S == 1 ? 8 : 4), int TM_ = 4>
+// MH = 2 (the rule's): two such halves of 4 warps in a block, for 2·BM output channels that share the
+// staged x (half the x copies per FMA), and half the blocks. Against one half (2026-11-27, H100, µs):
+// 32->32 @32 B = 256 116.8 vs 131.6, 32->64 s2 @32 B = 256 74.3 vs 78.7, 64->128 s2 @16 B = 64 25.7
+// vs 26.1; within 2% elsewhere.
+template <class G, int TN_ = (G::S == 1 ? 8 : 4), int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1)>
 struct ConvPatchWgrad {
-  static constexpr int TM = TM_, BM = 4 * TM, CK = 8, warps = 4, threads = 32 * warps, TN = TN_;
-  static constexpr int min_blocks = TM == 4 ? 4 : 3;  // at most 128 registers (TM = 8: 168)
+  static constexpr int TM = TM_, MH = MH_, BM = 4 * TM * MH, CK = 8, warps = 4 * MH, threads = 32 * warps, TN = TN_;
+  static constexpr int min_blocks = (TM == 4 ? 4 : 3) / MH;  // at most 128 registers (TM = 8: 168)
   static constexpr int K = G::K, KK = K * K, P = G::P, S = G::S, W = G::W, H = G::H, OW = G::OW, OH = G::OH;
   static constexpr int PGR = OW / TN;  // row segments per output row
-  // Output rows a step: about 4 segments per warp, dividing OH.
+  // Output rows a step: about 4 segments per warp of a half, dividing OH.
   static constexpr int TH = [] {
-    for (int th = max_of(1, warps * 4 / PGR); th > 1; --th)
+    for (int th = max_of(1, 4 * 4 / PGR); th > 1; --th)
       if (OH % th == 0) return th;
     return 1;
   }();
@@ -290,7 +323,7 @@ struct ConvPatchWgrad {
   static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
   static constexpr int red_floats = warps * 32 * (TM * KK + TM);  // the warps' sums at the end
   static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
-  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW>;  // a split's "k step" is one step: TH·OW pixels
+  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW, 512 / MH>;  // a split's "k step" is one step: TH·OW pixels
   static_assert(TN % 4 == 0 && OW % TN == 0 && OH % TH == 0, "whole 16-byte chunks; steps of whole samples");
   static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 100 * 1024;
 };
@@ -308,20 +341,25 @@ __device__ __forceinline__ void conv_patch_wgrad_zero_halo(float* Xs) {
 }
 // Copies step `step` (TH output rows of one sample) into one stage: D (BM × DS) the dy rows of output
 // channels m0 ..; X (CK × XS) the input rows of channels c0 .. (zeros outside the image and past C).
+// Offsets within a sample are 32-bit (one sample's x and dy are far below 2^31 floats) and the
+// sample's base pointers are formed once per step: the copies' address arithmetic was a quarter of the
+// kernel's instructions with 64-bit offsets per copy.
 template <class G, class T>
 __device__ __forceinline__ void conv_patch_wgrad_load_step(float* D, float* X, int step, const float* x,
                                                            const float* dy, int c0, int m0) {
   constexpr int OW = T::OW, W = T::W, row_tiles = T::OH / T::TH;
-  constexpr std::size_t plane = std::size_t(T::H) * W, out_plane = std::size_t(T::OH) * OW;
+  constexpr int plane = T::H * W, out_plane = T::OH * OW;
+  static_assert((long long)G::C * plane < (1ll << 31) && (long long)G::Out * out_plane < (1ll << 31), "32-bit offsets");
   const int n = step / row_tiles, oy0 = step % row_tiles * T::TH;
+  const float* dy_n = dy + std::size_t(n) * G::Out * out_plane + oy0 * OW;
+  const float* x_n = x + std::size_t(n) * G::C * plane;
   constexpr int d_quads = T::BM * T::TH * OW / 4, run_quads = T::TH * OW / 4;
 #pragma unroll
   for (int j = 0; j < ceil_div(d_quads, T::threads); ++j) {
     const int e = threadIdx.x + j * T::threads, mm = e / run_quads, v = e % run_quads;
     const bool ok = m0 + mm < G::Out;
     if (d_quads % T::threads == 0 || e < d_quads)
-      cp_async_f32x4(D + mm * T::DS + 4 * v,
-                     dy + (ok ? (std::size_t(n) * G::Out + m0 + mm) * out_plane + oy0 * OW + 4 * v : 0), ok);
+      cp_async_f32x4(D + mm * T::DS + 4 * v, dy_n + (ok ? (m0 + mm) * out_plane + 4 * v : 0), ok);
   }
   constexpr int x_quads = T::CK * T::PR * (W / 4);
 #pragma unroll
@@ -330,8 +368,7 @@ __device__ __forceinline__ void conv_patch_wgrad_load_step(float* D, float* X, i
     const int y = T::S * oy0 - T::P + r;
     const bool ok = y >= 0 && y < T::H && c0 + c < G::C;  // rows outside the image, channels past C: zeros
     if (x_quads % T::threads == 0 || e < x_quads)
-      cp_async_f32x4(X + c * T::XS + r * T::RS + 4 + 4 * v,
-                     x + (ok ? (std::size_t(n) * G::C + c0 + c) * plane + y * W + 4 * v : 0), ok);
+      cp_async_f32x4(X + c * T::XS + r * T::RS + 4 + 4 * v, x_n + (ok ? (c0 + c) * plane + y * W + 4 * v : 0), ok);
   }
 }
 
@@ -341,6 +378,7 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
                         const float* __restrict__ dy,  // [batch][Out][OH][OW]
                         float* __restrict__ partials,  // [splits][E]
                         int per_split, int steps) {
+  wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   constexpr int TM = T::TM, TN = T::TN, K = T::K, KK = T::KK, P = T::P, S = T::S, SL = T::SL;
   constexpr int OW = T::OW;
   float* Ds = conv_mma_smem();               // (stages, d_floats)
@@ -353,7 +391,9 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
     conv_patch_wgrad_load_step<G, T>(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t, x, dy, c0, m0);
   };
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % T::CK, mg = lane / T::CK;
+  // Warp wi of half h (channels m0 + 4·TM·h ..), lane (c, mg).
+  const int warp = threadIdx.x / 32, h = warp / 4, wi = warp % 4, lane = threadIdx.x % 32, c = lane % T::CK,
+            mg = lane / T::CK;
   const bool sums_bias = blockIdx.y == 0;  // the first channel tile's blocks also sum db
   float acc[TM][KK], bacc[TM];
 #pragma unroll
@@ -365,11 +405,11 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
 
   cp_async_pipeline<T::stages>(count, load_step, [&](int stage) {
     const float* X = Xs + stage * T::x_floats + c * T::XS + 4 - P;  // input column −P of row 0
-    const float* D = Ds + stage * T::d_floats + mg * TM * T::DS;
+    const float* D = Ds + stage * T::d_floats + (4 * h + mg) * TM * T::DS;
 #pragma unroll
-    for (int s0 = 0; s0 < T::SEGS; s0 += T::warps) {
-      const int seg = s0 + warp;
-      if (T::SEGS % T::warps != 0 && seg >= T::SEGS) break;
+    for (int s0 = 0; s0 < T::SEGS; s0 += 4) {
+      const int seg = s0 + wi;
+      if (T::SEGS % 4 != 0 && seg >= T::SEGS) break;
       const int yl = seg / T::PGR, x0 = seg % T::PGR * TN;
       // input columns S·x0 − P + j of the window's rows (1×1 at stride 2: room for the last 16-byte
       // load's unused value, P + S·TN > SL)
@@ -408,8 +448,8 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
     }
   });
 
-  // The warps' sums, added in warp order (the staging is free: the pipeline waited for every copy, and
-  // the barrier below orders everyone's last reads before these stores).
+  // The sums of a half's 4 warps, added in warp order (the staging is free: the pipeline waited for every
+  // copy, and the barrier below orders everyone's last reads before these stores).
   constexpr int LS = TM * KK + TM;  // floats per lane
   __syncthreads();
   float* red = conv_mma_smem() + (warp * 32 + lane) * LS;
@@ -425,20 +465,22 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
   const int valid_run = min_of(run, (G::C - c0) * KK);
   for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
-    const int mm = e / run, r = e % run, at = (r / KK + T::CK * (mm / TM)) * LS + (mm % TM) * KK + r % KK;
+    const int mm = e / run, r = e % run, mh = mm % (4 * TM);
+    const int at = (mm / (4 * TM)) * 4 * 32 * LS + (r / KK + T::CK * (mh / TM)) * LS + (mh % TM) * KK + r % KK;
     if (m0 + mm >= G::Out) break;
     if (r >= valid_run) continue;
     float v = sums[at];
 #pragma unroll
-    for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
+    for (int w = 1; w < 4; ++w) v += sums[w * 32 * LS + at];
     part[std::size_t(m0 + mm) * G::CKK + c0 * KK + r] = v;
   }
   if (sums_bias)
     for (int mm = threadIdx.x; mm < T::BM && m0 + mm < G::Out; mm += T::threads) {
-      const int at = T::CK * (mm / TM) * LS + TM * KK + mm % TM;  // lane (c = 0, mg = mm / TM)
+      const int mh = mm % (4 * TM);  // lane (c = 0, mg = mh / TM) of half mm / (4·TM)
+      const int at = (mm / (4 * TM)) * 4 * 32 * LS + T::CK * (mh / TM) * LS + TM * KK + mh % TM;
       float v = sums[at];
 #pragma unroll
-      for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
+      for (int w = 1; w < 4; ++w) v += sums[w * 32 * LS + at];
       part[G::Out * G::CKK + m0 + mm] = v;
     }
 }
@@ -460,7 +502,8 @@ inline bool conv_patch_wgrad_aligned(const float* x, const float* dy) {
 }
 
 // Stage 1 of a patch weight-gradient kernel (this one, conv_patch_wgrad_mma.cuh's) with tile T into
-// `partials` (T::Splits::workspace_floats(batch) floats), then stage 2 into dw and db.
+// `partials` (T::Splits::workspace_floats(batch) floats), then stage 2 into dw and db; both launched
+// dependent (both start with wait_for_prior_grids).
 template <class G, class T, auto Kernel>
 void launch_conv_patch_wgrad_kernel(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                                     float* db, int batch) {
@@ -474,9 +517,9 @@ void launch_conv_patch_wgrad_kernel(cudaStream_t stream, const float* x, const f
   const int splits = T::Splits::splits(batch);
   request_dynamic_smem<Kernel, T::smem_bytes>();
   const dim3 grid(unsigned(splits), ceil_div(G::C, T::CK), ceil_div(G::Out, T::BM));
-  Kernel<<<grid, T::threads, T::smem_bytes, stream>>>(x, dy, partials, int(T::Splits::per_split(batch)), int(steps));
-  CTNN_CHECK_LAUNCH();
-  sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db);
+  launch_kernel(Kernel, grid, T::threads, T::smem_bytes, stream, 1, Launch::dependent, x, dy, partials,
+                int(T::Splits::per_split(batch)), int(steps));
+  sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db, Launch::dependent);
 }
 
 template <class G, class T = ConvPatchWgrad<G>>

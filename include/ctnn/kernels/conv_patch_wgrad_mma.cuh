@@ -51,6 +51,7 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
                             const float* __restrict__ dy,  // [batch][Out][OH][OW]
                             float* __restrict__ partials,  // [splits][E]
                             int per_split, int steps) {
+  wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   constexpr int MI = T::MI, K = T::K, KK = T::KK, S = T::S, OW = T::OW, LS = T::LS;
   float* Ds = conv_mma_smem();               // (stages, d_floats)
   float* Xs = Ds + T::stages * T::d_floats;  // (stages, x_floats)
