@@ -177,6 +177,7 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
   if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the variants' splits
     ws_floats = std::max({ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, 8, 4>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch)});
 
   cudaStream_t s;
@@ -240,6 +241,7 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       fwd("s2 patch 2x8", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 2, 8>>(s, w.p, b.p, x.p, y.p, n); });
       fwd("s2 patch 2x4", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 2, 4>>(s, w.p, b.p, x.p, y.p, n); });
       fwd("s2 patch 4x8 ks2", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 8, 2>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("s2 patch 4x8 ks2 u4 (rule)", false, [&] { launch_conv_patch_fwd_s2<G, kernels::ConvPatchFwdS2Split2<G>>(s, w.p, b.p, x.p, y.p, n); });
       fwd("s2 patch 8x4 ks2", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 8, 4, 2>>(s, w.p, b.p, x.p, y.p, n); });
       fwd("s2 patch 4x4 ks2", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 4, 2>>(s, w.p, b.p, x.p, y.p, n); });
       fwd("s2 patch 4x8 ks2 256", false, [&] { launch_conv_patch_fwd_s2<G, ConvPatchFwdS2<G, 4, 8, 2, 128>>(s, w.p, b.p, x.p, y.p, n); });
@@ -278,6 +280,8 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       dgr("s2 patch 4x4", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 4, 4>>(s, w.p, dy.p, dx.p, n); });
       dgr("s2 patch 2x8 ks2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 8, 2>>(s, w.p, dy.p, dx.p, n); });
       dgr("s2 patch 1x8 ks2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 8, 2>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 2x8 ks2 u2 (rule)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2WideSplit<G>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 1x8 ks2 u2 (rule)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2NarrowSplit<G>>(s, w.p, dy.p, dx.p, n); });
       if constexpr (G::OW % 16 == 0)
         dgr("s2 patch 1x16", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 16>>(s, w.p, dy.p, dx.p, n); });
     }
@@ -294,7 +298,10 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
         [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
     wgr("gemm + sum", false, [&] { kernels::launch_conv_wgrad_gemm<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
     if constexpr (kernels::conv_patch_wgrad_fits<G>()) {
-      wgr("patch 8 cols + sum", false, [&] { kernels::launch_conv_patch_wgrad<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
+      wgr("patch (rule's tile) + sum", false, [&] { kernels::launch_conv_patch_wgrad<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
+      wgr("patch 8 cols + sum", false, [&] {
+        kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 4>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
+      });
       wgr("patch 4 cols + sum", false, [&] {
         kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 4, 4>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
       });

@@ -55,10 +55,11 @@ struct ConvPatchDgradS2 {
 // BM = 32 input channels × TH dy rows; a thread TM × TB (see above): MG = 32 / TM channel groups × TH ·
 // OW / TB column groups.
 // KS groups of threads split each step's 8 output channels (conv_patch_add_groups adds their sums).
-template <class G, int TM_, int TB_, int TH_, int KS_ = 1>
+template <class G, int TM_, int TB_, int TH_, int KS_ = 1, int CU_ = 1>
 struct ConvPatchS2Tile
     : ConvPatchLayout<ConvPatchDgradS2<G>, 32, TH_, 2, KS_ * (32 / TM_) * TH_ * (G::OW / TB_), true> {
   static constexpr int TM = TM_, TB = TB_, KS = KS_, MG = 32 / TM_, CGR = G::OW / TB_;  // CGR: column groups per dy row
+  static constexpr int CU = CU_;  // channels unrolled
   static constexpr int group_threads = MG * TH_ * CGR, threads = KS * group_threads;
   static constexpr int min_blocks = 512 / threads;  // at most 128 registers
   static constexpr int red_floats = (KS - 1) * TM * 4 * TB * group_threads;  // the later groups' sums
@@ -112,7 +113,7 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
   cp_async_pipeline<T::stages>(T::steps, load_step, [&](int stage) {
     const float* A = As + stage * T::a_floats + a_at;
     const float* B = Bs + stage * T::b_floats + b_at;
-#pragma unroll 1
+#pragma unroll T::CU
     for (int o = kg * CKG; o < (kg + 1) * CKG; ++o) {
       float s[SK][SL];  // dy rows y0 + yl − SP + r, columns b0 − SP + j
 #pragma unroll
@@ -183,8 +184,8 @@ void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float
 }
 
 // A tile of about 128 threads (a group of them, with KS groups): whole warps of dy rows.
-template <class G, int TM, int TB, int KS = 1>
-using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128), KS>;
+template <class G, int TM, int TB, int KS = 1, int CU = 1>
+using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128), KS, CU>;
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md; 128 threads, 32 channels):
 //   wide    2 channels × 8 dy columns a thread: the fastest where its blocks fill the GPU three times
@@ -195,17 +196,18 @@ using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (
 // 2 × 4 and 4 × 4 a thread were slower on every layer measured. Where even the narrow tile leaves
 // fewer than three blocks per SM (batch 64), the tiles whose 2 groups of threads split each step's 8
 // output channels (256 threads) (2026-11-27, conv_bench, H100, the kernels launched dependent):
-//   wide split    where the narrow tile gives more than 264 blocks (32->64 s2 @32, B = 64: 25.2 µs
-//                 against 25.9 narrow);
-//   narrow split  below (64->128 s2 @16, B = 64: 24.7 against 26.6 narrow).
+//   wide split    where the narrow tile gives more than 264 blocks (32->64 s2 @32, B = 64: 24.5 µs
+//                 against 25.4 narrow);
+//   narrow split  below (64->128 s2 @16, B = 64: 23.9 against 26.7 narrow);
+// both with a group's 4 output channels of a step unrolled by 2 (0.4-0.8 µs faster).
 template <class G>
 using ConvPatchS2Wide = ConvPatchS2<G, 2, 8>;
 template <class G>
 using ConvPatchS2Narrow = ConvPatchS2<G, 1, 8>;
 template <class G>
-using ConvPatchS2WideSplit = ConvPatchS2<G, 2, 8, 2>;
+using ConvPatchS2WideSplit = ConvPatchS2<G, 2, 8, 2, 2>;
 template <class G>
-using ConvPatchS2NarrowSplit = ConvPatchS2<G, 1, 8, 2>;
+using ConvPatchS2NarrowSplit = ConvPatchS2<G, 1, 8, 2, 2>;
 
 template <class G>
 constexpr bool conv_patch_dgrad_s2_fits() {

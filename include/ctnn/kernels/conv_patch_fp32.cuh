@@ -304,8 +304,9 @@ constexpr bool conv_patch_wgrad_shape() {
 // MH = 2 (the rule's): two such halves of 4 warps in a block, for 2·BM output channels that share the
 // staged x (half the x copies per FMA), and half the blocks. Against one half (2026-11-27, H100, µs):
 // 32->32 @32 B = 256 116.8 vs 131.6, 32->64 s2 @32 B = 256 74.3 vs 78.7, 64->128 s2 @16 B = 64 25.7
-// vs 26.1; within 2% elsewhere.
-template <class G, int TN_ = (G::S == 1 ? 8 : 4), int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1)>
+// vs 26.1; within 2% elsewhere. TN = 4 also at stride 1 on 16-column rows (32->64 @16: 22.1 against
+// 23.1 µs at B = 64, 67.1 against 69.6 at 256; 64->64 @16 4% faster), 8 on wider and narrower ones.
+template <class G, int TN_ = (G::S == 1 && G::W != 16 ? 8 : 4), int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1)>
 struct ConvPatchWgrad {
   static constexpr int TM = TM_, MH = MH_, BM = 4 * TM * MH, CK = 8, warps = 4 * MH, threads = 32 * warps, TN = TN_;
   static constexpr int min_blocks = (TM == 4 ? 4 : 3) / MH;  // at most 128 registers (TM = 8: 168)

@@ -42,10 +42,11 @@ struct ConvPatchFwdS2Problem {
 // TH · OW / TN column groups, times KS groups of threads that split each step's 8 input channels (KS = 2:
 // channels 0-3 and 4-7), whose sums are added through shared memory at the end, in group order. The
 // staging layout's window is 2·TH − 1 rows (its TH), so its row_tiles is replaced by the output's.
-template <class G, int TM_, int TN_, int TH_, int KS_ = 1>
+template <class G, int TM_, int TN_, int TH_, int KS_ = 1, int CU_ = 1>
 struct ConvPatchFwdS2Tile
     : ConvPatchLayout<ConvPatchFwdS2Problem<G>, 32, 2 * TH_ - 1, 2, KS_ * (32 / TM_) * TH_ * (G::OW / TN_), true> {
   static constexpr int TM = TM_, TN = TN_, TH = TH_, KS = KS_, MG = 32 / TM_, CGR = G::OW / TN_;  // CGR: column groups a row
+  static constexpr int CU = CU_;  // channels unrolled
   static constexpr int group_threads = MG * TH_ * CGR, threads = KS * group_threads;
   static constexpr int row_tiles = ceil_div(G::OH, TH_);
   static constexpr int min_blocks = 512 / threads;  // at most 128 registers
@@ -101,7 +102,7 @@ kernel_conv_patch_fwd_s2(const float* __restrict__ w,     // [Out][C][K][K]
   cp_async_pipeline<T::stages>(T::steps, load_step, [&](int stage) {
     const float* A = As + stage * T::a_floats + a_at;
     const float* B = Bs + stage * T::b_floats + b_at;
-#pragma unroll 1
+#pragma unroll T::CU
     for (int c = kg * CKG; c < (kg + 1) * CKG; ++c) {
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
@@ -154,18 +155,19 @@ constexpr int conv_patch_fwd_s2_rows() {
   while (th > G::OH && th % 2 == 0 && (th / 2) * per_row % 32 == 0 && (th / 2) * per_row * KS >= 64) th /= 2;
   return th;
 }
-template <class G, int TM, int TN, int KS = 1, int GT = 128 / KS>
-using ConvPatchFwdS2 = ConvPatchFwdS2Tile<G, TM, TN, conv_patch_fwd_s2_rows<G, TM, TN, KS, GT>(), KS>;
+template <class G, int TM, int TN, int KS = 1, int GT = 128 / KS, int CU = 1>
+using ConvPatchFwdS2 = ConvPatchFwdS2Tile<G, TM, TN, conv_patch_fwd_s2_rows<G, TM, TN, KS, GT>(), KS, CU>;
 
 // The tiles the rule takes (4 channels × 8 columns a thread, groups of 64 threads; 2026-11-27, conv_bench
 // on an H100, launched dependent, µs):
-//   split 2  2 groups (128 threads) where they give at least two blocks per SM: 32->64 s2 @32, B = 64:
-//            21.9 (the implicit GEMM 28.2); B = 256: 84.5 (GEMM 84.2); 64->128 s2 @16, B = 256: 80.4
-//            (GEMM 84.3);
-//   split 4  4 groups (256 threads) below: 64->128 s2 @16, B = 64: 21.4 (split 2: 24.1, GEMM 30.2).
+//   split 2  2 groups (128 threads) where they give at least two blocks per SM, a group's 4 channels of a
+//            step unrolled: 32->64 s2 @32, B = 64: 21.6 (not unrolled 22.5, the implicit GEMM 28.2);
+//            B = 256: 84.5 (GEMM 84.2); 64->128 s2 @16, B = 256: 80.4 (GEMM 84.3);
+//   split 4  4 groups (256 threads) below: 64->128 s2 @16, B = 64: 20.7 (split 2: 23.8, GEMM 30.2;
+//            its 2 channels unrolled: 21.2).
 // One group of 128 threads (4 × 8 or 8 × 4) was slower on all of them (25.8-98.0).
 template <class G>
-using ConvPatchFwdS2Split2 = ConvPatchFwdS2<G, 4, 8, 2>;
+using ConvPatchFwdS2Split2 = ConvPatchFwdS2<G, 4, 8, 2, 64, 4>;
 template <class G>
 using ConvPatchFwdS2Split4 = ConvPatchFwdS2<G, 4, 8, 4, 64>;
 
