@@ -12,8 +12,8 @@
 //
 // Summation order: from the bias, k = (c, ky, kx) increasing, one fmaf each: the unsplit implicit GEMM's
 // order, so the two agree to the bit (tested). With the channels of a step split between KS groups of
-// threads (the tiles of few outputs a block: batch 64), each group sums its share in that order and the
-// groups' sums are added in group order: a different rounding, checked against the host.
+// threads (the rule's tiles: 2 or 4 groups), each group sums its share in that order and the groups'
+// sums are added in group order: a different rounding, checked against the host.
 #include <cstddef>
 #include <stdexcept>
 #include <string>
