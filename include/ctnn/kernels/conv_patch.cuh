@@ -206,22 +206,6 @@ __device__ __forceinline__ void conv_patch_add_groups(float (&acc)[TM][TN], int 
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] += red[((g * TM + i) * TN + j) * T::group_threads + t];
 }
-// The same for sums acc[TM][R][TN] (the stride-2 backward data: TM channels × 2 dx rows × 2·TB columns).
-template <class T, int TM, int R, int TN>
-__device__ __forceinline__ void conv_patch_add_groups(float (&acc)[TM][R][TN], int kg, int t) {
-  float* red = conv_mma_smem();
-  constexpr int N = TM * R * TN;
-  __syncthreads();
-  if (kg > 0)
-#pragma unroll
-    for (int i = 0; i < N; ++i) red[((kg - 1) * N + i) * T::group_threads + t] = acc[i / (R * TN)][i / TN % R][i % TN];
-  __syncthreads();
-  if (kg == 0)
-#pragma unroll
-    for (int g = 0; g < T::KS - 1; ++g)
-#pragma unroll
-      for (int i = 0; i < N; ++i) acc[i / (R * TN)][i / TN % R][i % TN] += red[(g * N + i) * T::group_threads + t];
-}
 
 // Stores N = 2 or 4 consecutive results v at out + at (8- or 16-byte aligned). An activation Fn in the
 // store:

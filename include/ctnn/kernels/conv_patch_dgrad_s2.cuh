@@ -146,7 +146,8 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
     }
   });
 
-  if constexpr (T::KS > 1) conv_patch_add_groups<T>(acc, kg, t);  // the later groups' sums (group 0 stores)
+  // The later groups' sums (group 0 stores), acc seen as TM rows of both dx rows' 2·TB columns.
+  if constexpr (T::KS > 1) conv_patch_add_groups<T>(reinterpret_cast<float(&)[TM][4 * TB]>(acc), kg, t);
   if (kg > 0) return;
   const int a = y0 + yl;
   if (a >= G::OH) return;
