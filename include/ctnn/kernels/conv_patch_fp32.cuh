@@ -286,8 +286,8 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
 // input channel c0 + c; the 4 warps take turns over the step's TN-column row segments. Per segment a
 // thread reads its channel's K input rows (S·(TN − 1) + K values each) once, then per output channel the
 // TN dy values, which feed K·K·TN FMAs (3×3, stride 1, TM = 4, TN = 8: 20 loads per 288 FMAs). At the
-// end the 4 warps' sums are added in warp order and written as the block's partial (dW, then db from the
-// blocks of the first channel tile), which sum_partials adds in split order: deterministic.
+// end the 4 warps' sums are added in warp order and written as the block's partial (dW, and its share of
+// db: ConvWgradBias), which sum_partials adds in split order: deterministic.
 // TM = 4, TN = 8 (stride 2: TN = 4, which keeps its 3 × 15 inputs in registers) measured fastest on an
 // H100 (docs/conv_kernels.md): TM = 8 needs more than 128 registers (3 blocks per SM) and was 1.2-1.5×
 // slower; TN = 4 within 3% at stride 1.
@@ -322,7 +322,7 @@ struct ConvPatchWgrad {
   static constexpr int SL = S * (TN - 1) + K;  // a thread's input values of one row
   static constexpr int DS = TH * OW + 4, XS = PR * RS + (PR * RS / 4 % 2 == 0 ? 4 : 0);
   static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
-  static constexpr int red_floats = warps * 32 * (TM * KK + TM);  // the warps' sums at the end
+  static constexpr int red_floats = warps * 32 * TM * KK;  // the warps' sums at the end
   static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
   using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW, 512 / MH>;  // a split's "k step" is one step: TH·OW pixels
   static_assert(TN % 4 == 0 && OW % TN == 0 && OH % TH == 0, "whole 16-byte chunks; steps of whole samples");
@@ -373,6 +373,40 @@ __device__ __forceinline__ void conv_patch_wgrad_load_step(float* D, float* X, i
   }
 }
 
+// The bias gradient db[m] = Σ dy[n][m][y][x] of the patch weight-gradient kernels, from their staged dy
+// (BM rows of TH·OW pixels a step). Every block of a split stages the same dy rows for its channel tile
+// cy, so each sums only the rows mm ≡ cy (mod c_tiles): a warp a row (rows cy + c_tiles·(warp + warps·r)),
+// its lanes over the pixels. That is a few loads and adds a step for every block; summed in the FMA loop
+// by the first channel tile's blocks alone (as before), it made those blocks 11% longer than the rest,
+// and with one wave of blocks the kernel lasts as long as its slowest block. Order: a lane's pixels in
+// step order, then the lanes added by a fixed shuffle tree: deterministic.
+template <class G, class T>
+struct ConvWgradBias {
+  static constexpr int c_tiles = ceil_div(G::C, T::CK), warps = T::threads / 32;
+  static constexpr int rows = ceil_div(ceil_div(T::BM, c_tiles), warps);  // rows a warp sums
+  static constexpr int px = T::TH * T::OW;                                 // pixels a row of a stage
+  __device__ static int row(int r) { return int(blockIdx.y) + c_tiles * (int(threadIdx.x) / 32 + warps * r); }
+  // Adds stage D's pixels of this warp's rows into sums.
+  __device__ static void add(const float* D, float (&sums)[rows]) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int r = 0; r < rows; ++r)
+      if (row(r) < T::BM)
+#pragma unroll
+        for (int q = 0; q < ceil_div(px, 32); ++q)
+          if (px % 32 == 0 || lane + 32 * q < px) sums[r] += D[row(r) * T::DS + lane + 32 * q];
+  }
+  // Writes the rows' totals into the block's partial (db after dW).
+  __device__ static void store(float (&sums)[rows], float* part, int m0) {
+#pragma unroll
+    for (int r = 0; r < rows; ++r) {
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) sums[r] += __shfl_xor_sync(0xffffffffu, sums[r], o);
+      if (threadIdx.x % 32 == 0 && row(r) < T::BM && m0 + row(r) < G::Out) part[G::Out * G::CKK + m0 + row(r)] = sums[r];
+    }
+  }
+};
+
 template <class G, class T>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
@@ -395,17 +429,18 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   // Warp wi of half h (channels m0 + 4·TM·h ..), lane (c, mg).
   const int warp = threadIdx.x / 32, h = warp / 4, wi = warp % 4, lane = threadIdx.x % 32, c = lane % T::CK,
             mg = lane / T::CK;
-  const bool sums_bias = blockIdx.y == 0;  // the first channel tile's blocks also sum db
-  float acc[TM][KK], bacc[TM];
+  using Bias = ConvWgradBias<G, T>;
+  float acc[TM][KK], bsum[Bias::rows];
 #pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    bacc[i] = 0.f;
+  for (int r = 0; r < Bias::rows; ++r) bsum[r] = 0.f;
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int k = 0; k < KK; ++k) acc[i][k] = 0.f;
-  }
 
   cp_async_pipeline<T::stages>(count, load_step, [&](int stage) {
     const float* X = Xs + stage * T::x_floats + c * T::XS + 4 - P;  // input column −P of row 0
+    Bias::add(Ds + stage * T::d_floats, bsum);
     const float* D = Ds + stage * T::d_floats + (4 * h + mg) * TM * T::DS;
 #pragma unroll
     for (int s0 = 0; s0 < T::SEGS; s0 += 4) {
@@ -435,9 +470,6 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
           const float4 v = *reinterpret_cast<const float4*>(D + i * T::DS + yl * OW + x0 + 4 * q);
           d[4 * q] = v.x, d[4 * q + 1] = v.y, d[4 * q + 2] = v.z, d[4 * q + 3] = v.w;
         }
-        if (sums_bias)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) bacc[i] += d[j];
 #pragma unroll
         for (int ky = 0; ky < K; ++ky)
 #pragma unroll
@@ -451,18 +483,17 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
 
   // The sums of a half's 4 warps, added in warp order (the staging is free: the pipeline waited for every
   // copy, and the barrier below orders everyone's last reads before these stores).
-  constexpr int LS = TM * KK + TM;  // floats per lane
+  constexpr int LS = TM * KK;  // floats per lane
   __syncthreads();
   float* red = conv_mma_smem() + (warp * 32 + lane) * LS;
 #pragma unroll
-  for (int i = 0; i < TM; ++i) {
+  for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int k = 0; k < KK; ++k) red[i * KK + k] = acc[i][k];
-    red[TM * KK + i] = bacc[i];
-  }
   __syncthreads();
   const float* sums = conv_mma_smem();
   float* part = partials + std::size_t(blockIdx.x) * T::Splits::E;
+  Bias::store(bsum, part, m0);
   constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
   const int valid_run = min_of(run, (G::C - c0) * KK);
   for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
@@ -475,15 +506,6 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
     for (int w = 1; w < 4; ++w) v += sums[w * 32 * LS + at];
     part[std::size_t(m0 + mm) * G::CKK + c0 * KK + r] = v;
   }
-  if (sums_bias)
-    for (int mm = threadIdx.x; mm < T::BM && m0 + mm < G::Out; mm += T::threads) {
-      const int mh = mm % (4 * TM);  // lane (c = 0, mg = mh / TM) of half mm / (4·TM)
-      const int at = (mm / (4 * TM)) * 4 * 32 * LS + T::CK * (mh / TM) * LS + TM * KK + mh % TM;
-      float v = sums[at];
-#pragma unroll
-      for (int w = 1; w < 4; ++w) v += sums[w * 32 * LS + at];
-      part[G::Out * G::CKK + m0 + mm] = v;
-    }
 }
 
 template <class G>

@@ -13,9 +13,9 @@
 //                          A fragment pair (3×3: 18 mma for 8 + 18 fragment loads).
 // Layouts: DS ≡ 4 (mod 32) and XS/4 odd, so that the lanes (g, t) of a fragment load hit 32 distinct banks
 // at stride 1 (stride 2: two-way conflicts on B). Operands are rounded to TF32 when they leave shared
-// memory (tf32_round, conv_mma.cuh); the bias gradient sums the unrounded dy in FP32. At the end the
-// warps' tiles are added in warp order and written as the block's partial, which sum_partials adds in
-// split order: deterministic.
+// memory (tf32_round, conv_mma.cuh); the bias gradient sums the unrounded dy in FP32 (ConvWgradBias).
+// At the end the warps' tiles are added in warp order and written as the block's partial, which
+// sum_partials adds in split order: deterministic.
 #include <cstddef>
 
 #include "conv_patch_fp32.cuh"
@@ -37,7 +37,7 @@ struct ConvPatchWgradMma {
   static constexpr int DS = TH * OW + ((4 - TH * OW % 32) + 32) % 32;  // ≡ 4 (mod 32)
   static constexpr int XS = PR * RS + (PR * RS / 4 % 2 == 0 ? 4 : 0);   // XS / 4 odd
   static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
-  static constexpr int LS = MI * KK * 4 + 2 * MI;  // a lane's sums at the end: the tile, then db
+  static constexpr int LS = MI * KK * 4;  // a lane's sums at the end
   static constexpr int red_floats = warps * 32 * LS;
   static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
   using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW>;
@@ -64,16 +64,17 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
   };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const bool sums_bias = blockIdx.y == 0;  // the first channel tile's blocks also sum db
-  float acc[MI][KK][4], bacc[MI][2];       // (m tile, tap, fragment); db of rows g, g + 8
+  using Bias = ConvWgradBias<G, T>;
+  float acc[MI][KK][4], bsum[Bias::rows];  // (m tile, tap, fragment)
 #pragma unroll
-  for (int i = 0; i < MI; ++i) {
-    bacc[i][0] = bacc[i][1] = 0.f;
+  for (int r = 0; r < Bias::rows; ++r) bsum[r] = 0.f;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
 #pragma unroll
     for (int k = 0; k < KK; ++k) acc[i][k][0] = acc[i][k][1] = acc[i][k][2] = acc[i][k][3] = 0.f;
-  }
 
   cp_async_pipeline<T::stages>(count, load_step, [&](int stage) {
+    Bias::add(Ds + stage * T::d_floats, bsum);
     const float* D = Ds + stage * T::d_floats + g * T::DS + t;                        // row g, pixel t
     const float* X = Xs + stage * T::x_floats + g * T::XS + 4 - T::P + S * t;         // channel g, column S·t − P
 #pragma unroll
@@ -86,9 +87,7 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
       for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {  // rows g, g + 8; pixels t, t + 4
-          const float v = D[(16 * i + 8 * (q % 2)) * T::DS + yl * OW + x0 + 4 * (q / 2)];
-          if (sums_bias) bacc[i][q % 2] += v;
-          a[i][q] = tf32_round(v);
+          a[i][q] = tf32_round(D[(16 * i + 8 * (q % 2)) * T::DS + yl * OW + x0 + 4 * (q / 2)]);
         }
 #pragma unroll
       for (int ky = 0; ky < K; ++ky)
@@ -112,12 +111,11 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
     for (int k = 0; k < KK; ++k)
 #pragma unroll
       for (int q = 0; q < 4; ++q) red[(i * KK + k) * 4 + q] = acc[i][k][q];
-    red[MI * KK * 4 + 2 * i] = bacc[i][0];
-    red[MI * KK * 4 + 2 * i + 1] = bacc[i][1];
   }
   __syncthreads();
   const float* sums = conv_mma_smem();
   float* part = partials + std::size_t(blockIdx.x) * T::Splits::E;
+  Bias::store(bsum, part, m0);
   constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
   const int valid_run = min_of(run, (G::C - c0) * KK);
   for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
@@ -132,16 +130,6 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
     for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
     part[std::size_t(m0 + mm) * G::CKK + c0 * KK + r] = v;
   }
-  if (sums_bias)
-    for (int mm = threadIdx.x; mm < T::BM && m0 + mm < G::Out; mm += T::threads) {
-      const int at = 4 * (mm % 8) * LS + MI * KK * 4 + 2 * (mm / 16) + mm % 16 / 8;  // lane (mm % 8, t = 0)
-      float v = 0.f;
-#pragma unroll
-      for (int w = 0; w < T::warps; ++w)
-#pragma unroll
-        for (int tt = 0; tt < 4; ++tt) v += sums[(w * 32 + tt) * LS + at];
-      part[G::Out * G::CKK + m0 + mm] = v;
-    }
 }
 
 template <class G>
