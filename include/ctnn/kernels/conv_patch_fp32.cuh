@@ -288,9 +288,11 @@ void launch_conv_fp32_dgrad(cudaStream_t stream, const float* w, const float* dy
 // TN dy values, which feed K·K·TN FMAs (3×3, stride 1, TM = 4, TN = 8: 20 loads per 288 FMAs). At the
 // end the 4 warps' sums are added in warp order and written as the block's partial (dW, and its share of
 // db: ConvWgradBias), which sum_partials adds in split order: deterministic.
-// TM = 4, TN = 8 (stride 2: TN = 4, which keeps its 3 × 15 inputs in registers) measured fastest on an
-// H100 (docs/conv_kernels.md): TM = 8 needs more than 128 registers (3 blocks per SM) and was 1.2-1.5×
-// slower; TN = 4 within 3% at stride 1.
+// TM = 4, TN = 8 measured fastest on an H100 (docs/conv_kernels.md): TM = 8 needs more than 128
+// registers (3 blocks per SM) and was 1.2-1.5× slower. TN = 4 was faster at stride 2 and on 16-column
+// rows while the first channel tile's blocks summed db in the FMA loop; since db is summed apart
+// (ConvWgradBias), 8 is as fast or faster everywhere (2026-11-27: 32->64 s2 @32 23.2 against 23.8 µs
+// at B = 64, 73 against 77 at 256; the others within 1%).
 // Which layers: stride 1 or 2, no dilation, K = 1 or 3 with P = (K − 1) / 2 (5×5 would hold 100 sums and
 // 60+ inputs a thread: spills), W a multiple of 8 and at most 64, OW a multiple of 8 (a thread's columns
 // lie in one row), H and W multiples of the stride; any channel counts (a partial 8-channel tile is
@@ -304,9 +306,8 @@ constexpr bool conv_patch_wgrad_shape() {
 // MH = 2 (the rule's): two such halves of 4 warps in a block, for 2·BM output channels that share the
 // staged x (half the x copies per FMA), and half the blocks. Against one half (2026-11-27, H100, µs):
 // 32->32 @32 B = 256 116.8 vs 131.6, 32->64 s2 @32 B = 256 74.3 vs 78.7, 64->128 s2 @16 B = 64 25.7
-// vs 26.1; within 2% elsewhere. TN = 4 also at stride 1 on 16-column rows (32->64 @16: 22.1 against
-// 23.1 µs at B = 64, 67.1 against 69.6 at 256; 64->64 @16 4% faster), 8 on wider and narrower ones.
-template <class G, int TN_ = (G::S == 1 && G::W != 16 ? 8 : 4), int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1)>
+// vs 26.1; within 2% elsewhere.
+template <class G, int TN_ = 8, int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1)>
 struct ConvPatchWgrad {
   static constexpr int TM = TM_, MH = MH_, BM = 4 * TM * MH, CK = 8, warps = 4 * MH, threads = 32 * warps, TN = TN_;
   static constexpr int min_blocks = (TM == 4 ? 4 : 3) / MH;  // at most 128 registers (TM = 8: 168)
