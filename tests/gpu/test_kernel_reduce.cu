@@ -1,0 +1,94 @@
+// The second stage of the split reductions (kernels/reduce.cuh, sum_partials) on fresh random
+// partials, outputs poisoned first: against the host adding in the kernel's documented order (warp w
+// of Warps sums rows w, w + Warps, ... in increasing order; the warps' sums added in warp order), to
+// the bit, for both widths (a column a lane, and 4 a lane from sum_partials4_min_columns columns on)
+// and every warp count; and the two widths against each other.
+#include <cstdio>
+#include <vector>
+
+#include <ctnn/kernels/reduce.cuh>
+
+#include "kernel_test.hpp"
+
+using namespace ctnn;
+using namespace ctnn_test;
+
+namespace {
+
+// The warps sum_partials gives `count` rows.
+int warps_for(int count) { return count <= 8 ? 1 : count <= 64 ? 8 : 32; }
+
+std::vector<float> host_sums(const std::vector<float>& partials, int count, int E) {
+  const int warps = warps_for(count);
+  std::vector<float> out(E);
+  for (int e = 0; e < E; ++e) {
+    std::vector<float> part(warps, 0.f);
+    for (int w = 0; w < warps; ++w)
+      for (int r = w; r < count; r += warps) part[w] += partials[std::size_t(r) * E + e];
+    float total = part[0];
+    for (int w = 1; w < warps; ++w) total += part[w];
+    out[e] = total;
+  }
+  return out;
+}
+
+// E columns, the first `split` to a, the rest to b.
+void test_sums(Tally& t, int count, int E, int split, std::uint64_t seed) {
+  Stream stream;
+  const std::vector<float> partials = random_vector(std::size_t(count) * E, seed);
+  const std::vector<float> want = host_sums(partials, count, E);
+  DeviceBuffer<float> d_p(partials), d_a(split), d_b(E - split);
+  auto run = [&](auto&& launch) {
+    d_a.poison(), d_b.poison();
+    launch();
+    stream.sync();
+    std::vector<float> got = d_a.download(), b = d_b.download();
+    got.insert(got.end(), b.begin(), b.end());
+    return got;
+  };
+  char what[160];
+  const std::vector<float> got =
+      run([&] { kernels::sum_partials(stream.s, d_p.ptr, count, E, split, d_a.ptr, d_b.ptr, kernels::Launch::dependent); });
+  std::snprintf(what, sizeof what, "sum_partials, %d rows of %d columns (split at %d) = the host's order", count, E, split);
+  t(same_bits(got, want, what));
+  // The other width, launched directly (sum_partials takes one of them by E).
+  const int warps = warps_for(count);
+  const unsigned g1 = kernels::grid_for(std::size_t(E), 32), g4 = kernels::grid_for(std::size_t(E / 4), 32);
+  auto direct = [&](auto kernel, unsigned grid) {
+    return run([&] {
+      kernels::launch_kernel(kernel, grid, 32 * warps, 0, stream.s, 1, kernels::Launch::plain, (const float*)d_p.ptr, count,
+                             E, split, d_a.ptr, d_b.ptr);
+    });
+  };
+  std::vector<float> one, four;
+  if (warps == 1) one = direct(kernels::kernel_sum_partials<1>, g1);
+  else if (warps == 8) one = direct(kernels::kernel_sum_partials<8>, g1);
+  else one = direct(kernels::kernel_sum_partials<32>, g1);
+  std::snprintf(what, sizeof what, "%d rows of %d columns, a column a lane = the host's order", count, E);
+  t(same_bits(one, want, what));
+  if (E % 4 == 0) {
+    if (warps == 1) four = direct(kernels::kernel_sum_partials4<1>, g4);
+    else if (warps == 8) four = direct(kernels::kernel_sum_partials4<8>, g4);
+    else four = direct(kernels::kernel_sum_partials4<32>, g4);
+    std::snprintf(what, sizeof what, "%d rows of %d columns, 4 columns a lane = a column a lane", count, E);
+    t(same_bits(four, one, what));
+  }
+}
+
+}  // namespace
+
+int main() {
+  require_cuda_device();
+  Tally t;
+  try {
+    std::uint64_t seed = 71;
+    for (const int count : {1, 3, 8, 9, 32, 64, 65, 130})
+      for (const int E : {36, 1001, 8192, 18496, 12345}) {
+        test_sums(t, count, E, E - 37 > 0 ? E - 37 : E / 2, seed++);  // the split inside a 4-column group
+      }
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    t(false);
+  }
+  return t.summary();
+}
