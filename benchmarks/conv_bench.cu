@@ -302,20 +302,12 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       {  // its second stage alone (the partials of the rule's tile), a column a lane and 4 a lane
         using Sp = typename kernels::ConvPatchWgrad<G>::Splits;
         const int count = Sp::splits(n), E = Sp::E, split = G::Out * G::CKK;
-        const unsigned g1 = unsigned((E + 31) / 32), g4 = unsigned((E / 4 + 31) / 32);
-        auto sums = [&](auto kernel, unsigned grid, int warps) {
-          kernels::launch_kernel(kernel, grid, 32 * warps, 0, s, 1, kernels::Launch::dependent, (const float*)ws.p, count, E,
-                                 split, dw.p, db.p);
-        };
         const std::string k1 = "sum alone, 1 a lane, " + std::to_string(count) + " rows";
         const std::string k4 = "sum alone, 4 a lane, " + std::to_string(count) + " rows";
-        if (count <= 8) {  // the warps sum_partials takes
-          wgr(k1.c_str(), false, [&] { sums(kernels::kernel_sum_partials<1>, g1, 1); });
-          if (E % 4 == 0) wgr(k4.c_str(), false, [&] { sums(kernels::kernel_sum_partials4<1>, g4, 1); });
-        } else if (count <= 64) {
-          wgr(k1.c_str(), false, [&] { sums(kernels::kernel_sum_partials<8>, g1, 8); });
-          if (E % 4 == 0) wgr(k4.c_str(), false, [&] { sums(kernels::kernel_sum_partials4<8>, g4, 8); });
-        }
+        constexpr auto dep = kernels::Launch::dependent;
+        wgr(k1.c_str(), false, [&] { kernels::launch_sum_partials<1>(s, ws.p, count, E, split, dw.p, db.p, dep); });
+        if (E % 4 == 0)
+          wgr(k4.c_str(), false, [&] { kernels::launch_sum_partials<4>(s, ws.p, count, E, split, dw.p, db.p, dep); });
       }
       wgr("patch 8 cols + sum", false, [&] {
         kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 4>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);

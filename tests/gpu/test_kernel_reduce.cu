@@ -51,25 +51,16 @@ void test_sums(Tally& t, int count, int E, int split, std::uint64_t seed) {
       run([&] { kernels::sum_partials(stream.s, d_p.ptr, count, E, split, d_a.ptr, d_b.ptr, kernels::Launch::dependent); });
   std::snprintf(what, sizeof what, "sum_partials, %d rows of %d columns (split at %d) = the host's order", count, E, split);
   t(same_bits(got, want, what));
-  // The other width, launched directly (sum_partials takes one of them by E).
-  const int warps = warps_for(count);
-  const unsigned g1 = kernels::grid_for(std::size_t(E), 32), g4 = kernels::grid_for(std::size_t(E / 4), 32);
-  auto direct = [&](auto kernel, unsigned grid) {
-    return run([&] {
-      kernels::launch_kernel(kernel, grid, 32 * warps, 0, stream.s, 1, kernels::Launch::plain, (const float*)d_p.ptr, count,
-                             E, split, d_a.ptr, d_b.ptr);
-    });
-  };
-  std::vector<float> one, four;
-  if (warps == 1) one = direct(kernels::kernel_sum_partials<1>, g1);
-  else if (warps == 8) one = direct(kernels::kernel_sum_partials<8>, g1);
-  else one = direct(kernels::kernel_sum_partials<32>, g1);
+  // Both widths, launched directly (sum_partials takes one of them by E).
+  const std::vector<float> one = run([&] {
+    kernels::launch_sum_partials<1>(stream.s, d_p.ptr, count, E, split, d_a.ptr, d_b.ptr);
+  });
   std::snprintf(what, sizeof what, "%d rows of %d columns, a column a lane = the host's order", count, E);
   t(same_bits(one, want, what));
   if (E % 4 == 0) {
-    if (warps == 1) four = direct(kernels::kernel_sum_partials4<1>, g4);
-    else if (warps == 8) four = direct(kernels::kernel_sum_partials4<8>, g4);
-    else four = direct(kernels::kernel_sum_partials4<32>, g4);
+    const std::vector<float> four = run([&] {
+      kernels::launch_sum_partials<4>(stream.s, d_p.ptr, count, E, split, d_a.ptr, d_b.ptr);
+    });
     std::snprintf(what, sizeof what, "%d rows of %d columns, 4 columns a lane = a column a lane", count, E);
     t(same_bits(four, one, what));
   }

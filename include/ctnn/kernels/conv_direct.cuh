@@ -285,7 +285,7 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
     float acc[Q][OCPT];
 #pragma unroll
     for (int q = 0; q < Q; ++q) {
-      if (slice == 0) load_shared(b_s + g * OCPT, acc[q]);
+      if (slice == 0) load_floats(b_s + g * OCPT, acc[q]);
       else
 #pragma unroll
         for (int j = 0; j < OCPT; ++j) acc[q][j] = 0.f;
@@ -306,7 +306,7 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
 #pragma unroll
           for (int kx = 0; kx < K; ++kx) {
             float wv[OCPT];
-            load_shared(w_g + ((c * K + ky) * K + kx) * OCPT, wv);
+            load_floats(w_g + ((c * K + ky) * K + kx) * OCPT, wv);
 #pragma unroll
             for (int r = 0; r < RX; ++r)
 #pragma unroll
@@ -323,7 +323,7 @@ __device__ __forceinline__ void conv_forward_direct_block(const float* __restric
 #pragma unroll
           for (int kx = 0; kx < K; ++kx) {
             float wv[OCPT];
-            load_shared(w_g + ((c * K + ky) * K + kx) * OCPT, wv);
+            load_floats(w_g + ((c * K + ky) * K + kx) * OCPT, wv);
 #pragma unroll
             for (int py = 0; py < PQ; ++py)
 #pragma unroll
@@ -717,7 +717,7 @@ __device__ __forceinline__ void conv_backward_weights_block(const LoadX& ld_x, c
           for (int j = 0; j < OWC; ++j) {
             if (Cfg::chunks > 1 && ch * OWC + j >= OW) break;
             float d[TM];
-            load_shared(drow + (ch * OWC + j) * OP, d);
+            load_floats(drow + (ch * OWC + j) * OP, d);
 #pragma unroll
             for (int t = 0; t < TM; ++t) {
 #pragma unroll

@@ -152,7 +152,7 @@ __device__ __forceinline__ void dense_wgrad_column(const float* __restrict__ x, 
   for (int r = 0; r < count; ++r) {
     const float v = k < I ? xk[std::size_t(r) * I] : 1.f;
     float d[TN];
-    load_shared(dy_s + r * TN, d);
+    load_floats(dy_s + r * TN, d);
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[j] = fmaf(v, d[j], acc[j]);
   }

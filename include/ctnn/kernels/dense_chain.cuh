@@ -277,7 +277,7 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
 #pragma unroll
       for (int s = 0; s < BT; ++s) {
         float xv[V];
-        load_shared(in + s * I + kv * V, xv);
+        load_floats(in + s * I + kv * V, xv);
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -383,7 +383,7 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, co
       if (gq) {
         if constexpr (!std::is_same_v<Fp, identity_fn>) {
           float hv[V];
-          load_shared(hp + s * I + k, hv);
+          load_floats(hp + s * I + k, hv);
 #pragma unroll
           for (int j = 0; j < V; ++j) acc[s][j] *= Fp::derivative(hv[j]);
         }
@@ -421,7 +421,7 @@ __device__ __noinline__ void chain_tail(const float* hin,  // [BT][I] shared: th
   for (int s = warp; s < count; s += T / 32) {  // (uniform over the warp)
     const std::size_t at = std::size_t(s0 + s);
     float xv[V] = {};
-    if (has) load_shared(hin + s * I + lane * V, xv);
+    if (has) load_floats(hin + s * I + lane * V, xv);
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.f;
@@ -471,7 +471,7 @@ __device__ __noinline__ void chain_tail(const float* hin,  // [BT][I] shared: th
       const int k = lane * V;
       if constexpr (!std::is_same_v<Fp, identity_fn>) {
         float hv[V];
-        load_shared(hin + s * I + k, hv);
+        load_floats(hin + s * I + k, hv);
 #pragma unroll
         for (int j = 0; j < V; ++j) part[0][j] *= Fp::derivative(hv[j]);
       }

@@ -21,10 +21,10 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Loads N consecutive floats from shared memory with the widest vector access N allows. The caller
-// guarantees the address is aligned to that width (16 bytes when N % 4 == 0, 8 when N % 2 == 0).
+// Loads N consecutive floats (shared or global memory) with the widest vector access N allows. The
+// caller guarantees the address is aligned to that width (16 bytes when N % 4 == 0, 8 when N % 2 == 0).
 template <int N>
-__device__ __forceinline__ void load_shared(const float* p, float (&r)[N]) {
+__device__ __forceinline__ void load_floats(const float* p, float (&r)[N]) {
   if constexpr (N % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i) {
@@ -47,12 +47,12 @@ __device__ __forceinline__ void load_shared(const float* p, float (&r)[N]) {
 // summed over the rows for each of the E columns; column e goes to out_a[e] when e < split, else to
 // out_b[e - split] (a layer's weight and bias gradients side by side).
 //
-// Block: 32 columns × Warps warps. Warp w sums rows w, w + Warps, ... in increasing order (a
-// chain of loads the compiler keeps several deep), then warp 0 adds the Warps results in
-// warp order. The launcher picks Warps from `count` alone, so the order of additions depends only on
-// `count` and results are bitwise reproducible.
-
-template <int Warps>
+// Block: 32·V columns (V per lane: 1, or 4 with 16-byte loads, E % 4 == 0 and partials 16-byte
+// aligned) × Warps warps. Warp w sums rows w, w + Warps, ... in increasing order (a chain of loads
+// the compiler keeps several deep), then warp 0 adds the Warps results in warp order. The launcher
+// picks Warps from `count` alone, and V does not change the order, so the order of additions depends
+// only on `count` and results are bitwise reproducible.
+template <int Warps, int V = 1>
 __global__ void __launch_bounds__(32 * Warps)
 kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
                     int count, int E, int split,
@@ -60,67 +60,38 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
                     float* __restrict__ out_b)           // [E - split]
 {
   static_assert(Warps >= 1 && 32 * Warps <= 1024, "one to 32 warps per block");
+  static_assert(V == 1 || V == 4, "a column or 4 a lane");
   wait_for_prior_grids();  // (launched dependent by some callers: launch.cuh)
-  __shared__ float part_s[Warps][32];
+  __shared__ __align__(16) float part_s[Warps][32 * V];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int e = blockIdx.x * 32 + lane;
-  float acc = 0.f;
-  if (e < E) {
-#pragma unroll 8
-    for (int r = warp; r < count; r += Warps) acc += partials[std::size_t(r) * E + e];
-  }
-  part_s[warp][lane] = acc;
-  __syncthreads();
-  if (warp == 0 && e < E) {
-    float total = part_s[0][lane];
-#pragma unroll
-    for (int w = 1; w < Warps; ++w) total += part_s[w][lane];
-    if (e < split) out_a[e] = total;
-    else out_b[e - split] = total;
-  }
-}
-
-// The same sums, 4 columns a lane (16-byte loads: E % 4 == 0 and partials 16-byte aligned), 128
-// columns a block: the same order of additions per column, so the same bits, with a quarter of the
-// loads and of the blocks. sum_partials takes it from E >= sum_partials4_min_columns on: after a
-// weight-gradient kernel (launched dependent) the pair was 1-7% faster at batch 64 (2026-11-27, H200:
-// 64->128 s2 @16 FP32 23.6 -> 22.7 µs, TF32 17.6 -> 16.3), while 3->32's 896 columns, 7 warps' worth
-// that way, lost 4.5%.
-inline constexpr int sum_partials4_min_columns = 8192;  // 64 blocks of 128 columns
-template <int Warps>
-__global__ void __launch_bounds__(32 * Warps)
-kernel_sum_partials4(const float* __restrict__ partials,  // [count][E]
-                     int count, int E, int split,
-                     float* __restrict__ out_a,           // [split]
-                     float* __restrict__ out_b)           // [E - split]
-{
-  static_assert(Warps >= 1 && 32 * Warps <= 1024, "one to 32 warps per block");
-  wait_for_prior_grids();  // (launched dependent by some callers: launch.cuh)
-  __shared__ float4 part_s[Warps][32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int e = 4 * (blockIdx.x * 32 + lane);
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int e = V * (blockIdx.x * 32 + lane);
+  float acc[V] = {};
   if (e < E) {
 #pragma unroll 8
     for (int r = warp; r < count; r += Warps) {
-      const float4 v = *reinterpret_cast<const float4*>(partials + std::size_t(r) * E + e);
-      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+      float v[V];
+      load_floats(partials + std::size_t(r) * E + e, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += v[j];
     }
   }
-  part_s[warp][lane] = acc;
+#pragma unroll
+  for (int j = 0; j < V; ++j) part_s[warp][V * lane + j] = acc[j];
   __syncthreads();
   if (warp == 0 && e < E) {
-    float4 total = part_s[0][lane];
+    float total[V];
+    load_floats(&part_s[0][V * lane], total);
 #pragma unroll
     for (int w = 1; w < Warps; ++w) {
-      const float4 v = part_s[w][lane];
-      total.x += v.x, total.y += v.y, total.z += v.z, total.w += v.w;
-    }
-    const float t[4] = {total.x, total.y, total.z, total.w};
+      float v[V];
+      load_floats(&part_s[w][V * lane], v);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (e + j < split) out_a[e + j] = t[j];
-      else out_b[e + j - split] = t[j];
+      for (int j = 0; j < V; ++j) total[j] += v[j];
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (e + j < split) out_a[e + j] = total[j];
+      else out_b[e + j - split] = total[j];
     }
   }
 }
@@ -223,26 +194,29 @@ __device__ void finish_splits(const float* partials, float* group_sums, unsigned
 }
 
 // Few rows: one warp per block, each lane a short chain; many rows: up to 32 warps share a column.
-// The warps depend on `count` alone and a lane takes 1 or 4 columns by E: the same bits either way.
+template <int V>
+void launch_sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split, float* out_a,
+                         float* out_b, Launch how = Launch::plain) {
+  const unsigned grid = grid_for(std::size_t(ceil_div(E, V)), 32);
+  if (count <= 8)
+    launch_kernel(kernel_sum_partials<1, V>, grid, 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+  else if (count <= 64)
+    launch_kernel(kernel_sum_partials<8, V>, grid, 32 * 8, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+  else
+    launch_kernel(kernel_sum_partials<32, V>, grid, 32 * 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+}
+
+// 4 columns a lane from sum_partials4_min_columns on (where E % 4 == 0 and partials is 16-byte
+// aligned): a quarter of the loads and of the blocks. After a weight-gradient kernel (launched
+// dependent) the pair was 1-7% faster at batch 64 (2026-11-27, H200: 64->128 s2 @16 FP32 23.6 -> 22.7
+// µs, TF32 17.6 -> 16.3), while 3->32's 896 columns, 7 warps' worth that way, lost 4.5%.
+inline constexpr int sum_partials4_min_columns = 8192;  // 64 blocks of 128 columns
 inline void sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split,
                          float* out_a, float* out_b, Launch how = Launch::plain) {
-  if (E >= sum_partials4_min_columns && E % 4 == 0 && reinterpret_cast<std::uintptr_t>(partials) % 16 == 0) {
-    const unsigned grid = grid_for(std::size_t(E / 4), 32);
-    if (count <= 8)
-      launch_kernel(kernel_sum_partials4<1>, grid, 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
-    else if (count <= 64)
-      launch_kernel(kernel_sum_partials4<8>, grid, 32 * 8, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
-    else
-      launch_kernel(kernel_sum_partials4<32>, grid, 32 * 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
-    return;
-  }
-  const unsigned grid = grid_for(std::size_t(E), 32);
-  if (count <= 8)
-    launch_kernel(kernel_sum_partials<1>, grid, 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
-  else if (count <= 64)
-    launch_kernel(kernel_sum_partials<8>, grid, 32 * 8, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+  if (E >= sum_partials4_min_columns && E % 4 == 0 && reinterpret_cast<std::uintptr_t>(partials) % 16 == 0)
+    launch_sum_partials<4>(stream, partials, count, E, split, out_a, out_b, how);
   else
-    launch_kernel(kernel_sum_partials<32>, grid, 32 * 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+    launch_sum_partials<1>(stream, partials, count, E, split, out_a, out_b, how);
 }
 
 }  // namespace ctnn::kernels
