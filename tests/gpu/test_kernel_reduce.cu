@@ -3,7 +3,10 @@
 // of Warps sums rows w, w + Warps, ... in increasing order; the warps' sums added in warp order), to
 // the bit, for both widths (a column a lane, and 4 a lane from sum_partials4_min_columns columns on)
 // and every warp count; and the two widths against each other.
+#include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <stdexcept>
 #include <vector>
 
 #include <ctnn/kernels/reduce.cuh>
@@ -15,11 +18,8 @@ using namespace ctnn_test;
 
 namespace {
 
-// The warps sum_partials gives `count` rows.
-int warps_for(int count) { return count <= 8 ? 1 : count <= 64 ? 8 : 32; }
-
 std::vector<float> host_sums(const std::vector<float>& partials, int count, int E) {
-  const int warps = warps_for(count);
+  const int warps = kernels::sum_partials_warps(count);  // the launcher's, which fixes the order
   std::vector<float> out(E);
   for (int e = 0; e < E; ++e) {
     std::vector<float> part(warps, 0.f);
@@ -77,6 +77,16 @@ int main() {
       for (const int E : {36, 1001, 8192, 18496, 12345}) {
         test_sums(t, count, E, E - 37 > 0 ? E - 37 : E / 2, seed++);  // the split inside a 4-column group
       }
+    // 4 a lane refuses columns that are not whole 16-byte groups.
+    DeviceBuffer<float> d_p(std::size_t(2) * 1001), d_out(1001);
+    bool refused = false;
+    try {
+      kernels::launch_sum_partials<4>(nullptr, d_p.ptr, 2, 1001, 1001, d_out.ptr, d_out.ptr);
+    } catch (const std::invalid_argument&) {
+      refused = true;
+    }
+    std::printf("%s launch_sum_partials<4> with 1001 columns refused\n", refused ? "ok  " : "FAIL");
+    t(refused);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     t(false);

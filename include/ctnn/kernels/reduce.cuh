@@ -4,6 +4,8 @@
 // sums per-block partials in a fixed order. No floating-point atomics anywhere.
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "launch.cuh"
 
@@ -193,17 +195,26 @@ __device__ void finish_splits(const float* partials, float* group_sums, unsigned
   sum_rows(group_sums, E, 0, groups, count, col_of, out);
 }
 
-// Few rows: one warp per block, each lane a short chain; many rows: up to 32 warps share a column.
+// The warps of kernel_sum_partials for `count` rows (which fixes the order of additions): few rows,
+// one warp per block, each lane a short chain; many rows, up to 32 warps share a column.
+inline constexpr int sum_partials_warps(int count) { return count <= 8 ? 1 : count <= 64 ? 8 : 32; }
+
+// V = 4 needs E % 4 == 0 and partials 16-byte aligned.
 template <int V>
 void launch_sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split, float* out_a,
                          float* out_b, Launch how = Launch::plain) {
+  if (V == 4 && (E % 4 != 0 || reinterpret_cast<std::uintptr_t>(partials) % 16 != 0))
+    throw std::invalid_argument("ctnn: sum_partials 4 columns a lane: " + std::to_string(E) +
+                                " columns (a multiple of 4 needed) or partials not 16-byte aligned");
   const unsigned grid = grid_for(std::size_t(ceil_div(E, V)), 32);
-  if (count <= 8)
-    launch_kernel(kernel_sum_partials<1, V>, grid, 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
-  else if (count <= 64)
-    launch_kernel(kernel_sum_partials<8, V>, grid, 32 * 8, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
-  else
-    launch_kernel(kernel_sum_partials<32, V>, grid, 32 * 32, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+  auto launch = [&](auto kernel, int warps) {
+    launch_kernel(kernel, grid, 32 * warps, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
+  };
+  switch (sum_partials_warps(count)) {
+    case 1: return launch(kernel_sum_partials<1, V>, 1);
+    case 8: return launch(kernel_sum_partials<8, V>, 8);
+    default: return launch(kernel_sum_partials<32, V>, 32);
+  }
 }
 
 // 4 columns a lane from sum_partials4_min_columns on (where E % 4 == 0 and partials is 16-byte
