@@ -112,6 +112,19 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
                                                                                                    y.p, n);
   });
   fwd("tf32 slim 32", false, [&] { launch_conv_mma<Fwd, ConvMmaSlim<Fwd::M>>(s, w.p, b.p, x.p, y.p, n); });
+  if constexpr (conv_patch_fwd_s2_mma_fits<G>()) {  // stride 2: the rule's patch tiles and variants, the gathering kernel
+    fwd("tf32 mma (gather) auto", false, [&] { launch_conv_mma_auto<Fwd>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 s2 patch wide", false,
+        [&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2MmaWide<G>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 s2 patch narrow", false,
+        [&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2MmaNarrow<G>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 s2 patch wide 128 px", false,
+        [&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2Mma<G, 128, 64, 2>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 s2 patch narrow 128 px", false,
+        [&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2Mma<G, 128, 32, 1>>(s, w.p, b.p, x.p, y.p, n); });
+    fwd("tf32 s2 patch 64 ch 4 warps", false,
+        [&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2Mma<G, 128, 64, 1>>(s, w.p, b.p, x.p, y.p, n); });
+  }
   for (const int k : {2, 4, 8}) {
     const std::string nk = "tf32 narrow split " + std::to_string(k), sk = "tf32 slim split " + std::to_string(k);
     fwd(nk.c_str(), false, [&] { launch_conv_mma<Fwd, ConvMmaNarrow<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
@@ -150,6 +163,16 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
   }
   wgr(conv_patch_wgrad_mma_fits<G>() ? "tf32 rule (patch)" : "tf32 rule (gather)", true,
       [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
+  if constexpr (conv_patch_wgrad_mma_fits<G>()) {  // steps of about 32 and 128 pixels (the rule's: 64)
+    static_for<2>([&](auto i) {
+      constexpr int px = 32 << (2 * i);
+      using T = ConvPatchWgradMma<G, px>;
+      if constexpr (T::fits) {
+        const std::string k = "tf32 patch " + std::to_string(px) + " px TH " + std::to_string(T::TH);
+        wgr(k.c_str(), false, [&] { launch_conv_patch_wgrad_mma<G, T>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
+      }
+    });
+  }
   if constexpr (conv_patch_wgrad_mma_fits<G>())
     wgr("tf32 mma (gather) + sum", false,
         [&] { launch_conv_wgrad_mma<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
@@ -179,6 +202,8 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
                           kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 4>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch)});
+  if constexpr (kernels::conv_patch_wgrad_mma_fits<G>())  // the TF32 variant with steps of 32 pixels
+    ws_floats = std::max(ws_floats, kernels::ConvPatchWgradMma<G, 32>::Splits::workspace_floats(max_batch));
 
   cudaStream_t s;
   CTNN_CUDA_CHECK(cudaStreamCreate(&s));

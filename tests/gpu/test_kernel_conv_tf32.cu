@@ -208,6 +208,19 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
                                                                                          d_x.ptr, d_y.ptr, batch); },
                       d_y),
                y_ref, label(batch, "forward, slim tile"));
+    if constexpr (kernels::conv_patch_fwd_s2_mma_fits<G>()) {  // stride 2: the rule takes a patch tile
+      using kernels::ConvPatchFwdS2MmaWide, kernels::ConvPatchFwdS2MmaNarrow, kernels::launch_conv_patch_fwd_s2_mma;
+      const auto wide = run([&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2MmaWide<G>>(stream.s, d_w.ptr, d_b.ptr,
+                                                                                             d_x.ptr, d_y.ptr, batch); }, d_y);
+      const auto narrow = run([&] { launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2MmaNarrow<G>>(stream.s, d_w.ptr, d_b.ptr,
+                                                                                                 d_x.ptr, d_y.ptr, batch); }, d_y);
+      check_tf32(t, wide, y_ref, label(batch, "forward, stride-2 patch kernel, wide tile"));
+      check_tf32(t, narrow, y_ref, label(batch, "forward, stride-2 patch kernel, narrow tile"));
+      t(same_bits(y, kernels::conv_patch_fwd_s2_mma_wide<G>(batch) ? wide : narrow,
+                  label(batch, "forward = the stride-2 patch tile the rule picks")));
+      check_tf32(t, run([&] { kernels::launch_conv_mma_auto<Fwd>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y),
+                 y_ref, label(batch, "forward, gathering kernel (auto tile)"));
+    }
     const auto y2 = run([&] { Dev::template forward_with<gemm>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }, d_y);
     t(same_bits(y2, y, label(batch, "forward, second run")));
 
@@ -317,7 +330,8 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
       }
     }
     if (!kernels::conv_patch_chosen<G>(batch)) {
-      t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
+      if (!kernels::conv_patch_fwd_s2_mma_fits<G>())  // (stride 2: the rule takes the patch kernel, checked above)
+        t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
       if constexpr (kernels::conv_patch_dgrad_s2_mma_fits<G>())  // stride 2: the rule takes the patch kernel
         t(same_bits(run([&] { kernels::launch_conv_patch_dgrad_s2_mma<G>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx),
                     dx, label(batch, "backward data = the stride-2 patch kernel")));

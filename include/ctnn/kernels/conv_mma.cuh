@@ -82,6 +82,42 @@ struct MmaLane {
   __device__ int b_at() const { return BKMajor ? 2 * t * T::KM + nw + g : (nw + g) * T::KC + 2 * t; }
 };
 
+// One k-step of a warp's tile: acc[i][j] += a[i] · b[j] for its MI m tiles and NJ n tiles.
+template <int MI, int NJ>
+__device__ __forceinline__ void mma_tile_tf32(float (&acc)[MI][NJ][4], const unsigned (&a)[MI][4],
+                                              const unsigned (&b)[NJ][2]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+}
+
+// A warp's tile of accumulators from the bias (fragments as mma_m16n8k8_tf32's d): this lane's rows
+// row0 + 16·i and row0 + 16·i + 8 of m tile i, bias[row] below `rows`, else (and with no bias) zero.
+template <int MI, int NJ>
+__device__ __forceinline__ void mma_tile_from_bias(float (&acc)[MI][NJ][4], const float* bias, int row0, int rows) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = row0 + 16 * i + 8 * h;
+      const float b0 = bias && m < rows ? bias[m] : 0.f;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b0;
+    }
+}
+
+// The A fragments of MI m tiles from shared memory, rounded to TF32: this lane's rows g, g + 8 and k
+// columns t, t + 4 of m tile i, element (row r, column k) at A[(16·i + r)·row_step + k·k_step] (A already
+// at this lane's (g, t)).
+template <int MI>
+__device__ __forceinline__ void load_a_tf32(unsigned (&a)[MI][4], const float* A, int row_step, int k_step) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a[i][q] = tf32_round(A[(16 * i + 8 * (q % 2)) * row_step + 4 * (q / 2) * k_step]);
+}
+
 // acc += A · B over one BK = 16 slice: two m16n8k8 steps s. The mma's k slot j of step s is the
 // slice's k 8s + 2j for j < 4 and 8s + 2(j − 4) + 1 for j >= 4 (any fixed permutation of k is the
 // same product), which puts a thread's two k next to each other in a k-contiguous row. A and B point
@@ -110,10 +146,7 @@ __device__ __forceinline__ void mma_slice(const float* A, const float* B, float 
         b[j][0] = tf32_round(v.x), b[j][1] = tf32_round(v.y);
       }
     }
-#pragma unroll
-    for (int i = 0; i < T::MI; ++i)
-#pragma unroll
-      for (int j = 0; j < T::NJ; ++j) mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+    mma_tile_tf32(acc, a, b);
   }
 }
 

@@ -269,15 +269,7 @@ kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
   const int b_at = t * CS + yw * RS + g + 4 - Pb::P;
 
   float acc[MI][NJ][4];  // (m tile, n tile, fragment)
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + mw + 16 * i + 8 * h + g;
-      const float b0 = Pb::has_bias && m < Pb::M ? aux[m] : 0.f;
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b0;
-    }
+  mma_tile_from_bias(acc, Pb::has_bias ? aux : nullptr, m0 + mw + g, Pb::M);
 
   cp_async_pipeline<T::stages>(T::steps, load_step, [&](int stage) {
     const float* A = As + stage * T::a_floats + a_at;
@@ -286,21 +278,14 @@ kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
     for (int tap = 0; tap < KK; ++tap) {
       const int ky = tap / K, kx = tap % K;
       unsigned a[MI][4], b[NJ][2];
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)  // rows g, g + 8; channels t, t + 4
-          a[i][q] = tf32_round(A[(16 * i + 8 * (q % 2)) * m_step + 4 * (q / 2) * c_step + tap * tap_step]);
+      load_a_tf32(a, A + tap * tap_step, m_step, c_step);  // rows g, g + 8; channels t, t + 4
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {  // n tile j: 8 columns of output row yw + j / (W / 8)
         const int at = (j / (W / 8) + ky) * RS + (j % (W / 8)) * 8 + kx;
         b[j][0] = tf32_round(B[at]);
         b[j][1] = tf32_round(B[at + 4 * CS]);
       }
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) mma_m16n8k8_tf32(acc[i][j], a[i], b[j]);
+      mma_tile_tf32(acc, a, b);
     }
   });
 
@@ -423,17 +408,7 @@ bool conv_patch_chosen(int /*batch*/) {
            ConvPatchTall<ConvPatchDgrad<G>>::within_budget && ConvPatchShort<ConvPatchDgrad<G>>::within_budget;
 }
 
-// The forward with the activation Fn that follows the layer (identity_fn: none) in the store of the
-// rule's kernel.
-template <class G, class Fn = identity_fn>
-void launch_conv_tf32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
-                              int batch) {
-  if constexpr (conv_patch_fits<G>())
-    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y))
-      return launch_conv_patch_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
-  launch_conv_mma_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
-}
-
+// The TF32 rule for the forward: conv_patch_fwd_s2.cuh (with the stride-2 patch kernel).
 // The TF32 rule for backward data: conv_patch_dgrad_s2.cuh (with the stride-2 patch kernel).
 
 }  // namespace ctnn::kernels

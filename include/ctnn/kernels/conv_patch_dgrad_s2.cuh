@@ -347,15 +347,8 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
       for (int kx = 0; kx < K; ++kx) {
         const int px = conv_s2_parity(kx, P), c = conv_s2_offset(px, kx, P) + SP;
         unsigned a[MI][4];
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-          for (int q = 0; q < 4; ++q)  // rows g, g + 8; o = t, t + 4
-            a[i][q] = tf32_round(A[(16 * i + 8 * (q % 2)) * KK + 4 * (q / 2) * OS + ky * K + kx]);
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-          for (int j = 0; j < NJ; ++j) mma_m16n8k8_tf32(acc[2 * py + px][i][j], a[i], b[r][c][j]);
+        load_a_tf32(a, A + ky * K + kx, KK, OS);  // rows g, g + 8; o = t, t + 4
+        mma_tile_tf32(acc[2 * py + px], a, b[r][c]);
       }
     }
   });

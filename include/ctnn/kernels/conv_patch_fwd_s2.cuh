@@ -197,4 +197,159 @@ void launch_conv_patch_fwd_s2_auto(cudaStream_t stream, const float* w, const fl
   else launch_conv_patch_fwd_s2<G, ConvPatchFwdS2Split2<G>, Fn>(stream, w, b, x, y, batch);
 }
 
+// --- TF32 ------------------------------------------------------------------------------------------------
+// The same staging on the tensor cores, as conv_patch.cuh's stride-1 kernel (mma.sync m16n8k8, operands
+// rounded with tf32_round as they leave shared memory): a block owns BM output channels × TH output rows
+// (about Pixels output pixels, at most the image's rows); its 4 warps are WM × WN, each BM / WM channels
+// (MI m tiles of 16) × NJ n tiles of 8 columns of one output row. Per staged step of 8 input channels,
+// each tap (ky, kx) is one mma k-step (k = the 8 channels): A(m, c) = w[m][c][tap], B(c, output column
+// x) = the patch at window row 2·y + ky, input column 2·x + kx − P. B's lanes read every other column of
+// a row, so its loads meet two-way bank conflicts (with 4 channels × 8 even offsets no channel stride
+// avoids them). From the bias, channel steps and taps in order, the mma's k slots: the same bits run to
+// run, not the FP32 kernels'.
+template <class G, int Pixels, int WN>
+constexpr int conv_s2_fwd_mma_rows() {
+  constexpr int nt = G::OW / 8 > 0 ? G::OW / 8 : 1;  // n tiles a row
+  int th = min_of(G::OH, max_of(1, Pixels / G::OW));
+  while (th > 1 && th * nt % WN != 0) --th;  // the WN warps of a row of warps share the n tiles equally
+  return th * nt % WN == 0 ? th : WN;
+}
+
+template <class G, int Pixels = 128, int BM_ = 32, int WM_ = 1>
+struct ConvPatchFwdS2Mma : ConvPatchLayout<ConvPatchFwdS2Problem<G>, BM_, 2 * conv_s2_fwd_mma_rows<G, Pixels, 4 / WM_>() - 1,
+                                           2, 128, true> {
+  static constexpr int WM = WM_, WN = 4 / WM_, warps = 4, min_blocks = 3;
+  static constexpr int TH = conv_s2_fwd_mma_rows<G, Pixels, WN>();  // output rows (the layout's TH: its window)
+  static constexpr int row_tiles = ceil_div(G::OH, TH);
+  static constexpr int MI = BM_ / WM_ / 16;  // m tiles a warp
+  static constexpr int NT = G::OW / 8;       // n tiles an output row
+  static constexpr int NJ = TH * NT / WN;    // n tiles a warp
+  static_assert((BM_ == 32 || BM_ == 64) && (WM_ == 1 || WM_ == 2) && MI >= 1, "warps of 16, 32 or 64 channels");
+};
+
+// The tiles the rule takes (2026-11-27, conv_bench on an H100, µs at batch 64 / 256, against the
+// gathering kernel conv_mma.cuh's rule ran before):
+//   wide    64 channels (2 × 2 warps of 32 channels), steps of 64 pixels, where it gives at least 3/4
+//           of a block per SM: 32->64 s2 @32 9.3 / 33.7 (gathering 16.6 / 42.2), 64->128 s2 @16 10.7 /
+//           30.3 (19.2 / 46.7), 64->64 s2 @16 at 256 16.0 (27.6);
+//   narrow  32 channels (4 warps of 32), steps of 64 pixels, below: 64->64 s2 @16 at 64 8.7 (wide 10.0,
+//           its 64 blocks on 132 SMs; gathering 13.0).
+// 128-pixel steps were within 0.5 µs of 64 except 32->64 s2 @32 at 64 (11.7 wide, half the blocks); 256
+// pixels (a 33-row patch, 104 KB) 2× slower there; 64 channels a warp (4 warps side by side) 0.99-1.27×
+// the wide tile's time.
+template <class G>
+using ConvPatchFwdS2MmaWide = ConvPatchFwdS2Mma<G, 64, 64, 2>;
+template <class G>
+using ConvPatchFwdS2MmaNarrow = ConvPatchFwdS2Mma<G, 64, 32, 1>;
+
+template <class G>
+constexpr bool conv_patch_fwd_s2_mma_fits() {
+  if constexpr (!conv_patch_fwd_s2_shape<G>() || G::OW % 8 != 0) return false;  // the tiles exist only for these
+  else return ConvPatchFwdS2MmaWide<G>::within_budget && ConvPatchFwdS2MmaNarrow<G>::within_budget;
+}
+template <class G>
+bool conv_patch_fwd_s2_mma_wide(int batch) {
+  return 4ll * batch * ConvPatchFwdS2MmaWide<G>::row_tiles * ceil_div(G::Out, 64) >= 3ll * sm_count();
+}
+
+template <class G, class T, class Fn = identity_fn>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch_fwd_s2_mma(const float* __restrict__ w,     // [Out][C][K][K]
+                             const float* __restrict__ bias,  // [Out]
+                             const float* __restrict__ x,     // [batch][C][H][W]
+                             float* __restrict__ y)           // [batch][Out][OH][OW]
+{
+  wait_for_prior_grids();  // launched dependent (launch.cuh): the launch overlaps the previous kernel's end
+  using Pb = ConvPatchFwdS2Problem<G>;
+  constexpr int MI = T::MI, NJ = T::NJ, K = G::K, KK = T::KK, P = G::P, RS = T::RS, CS = T::CS, AS = T::AS;
+  constexpr std::size_t in_plane = std::size_t(G::H) * G::W, out_plane = std::size_t(G::OH) * G::OW;
+  static_assert(T::TH * T::NT == T::WN * NJ, "the warps of a row of warps share the block's n tiles equally");
+
+  float* As = conv_mma_smem();               // (stages, BM, AS): weights of one channel step
+  float* Bs = As + T::stages * T::a_floats;  // (stages, CK, CS): the patch
+  const int n = blockIdx.x / T::row_tiles, y0 = (blockIdx.x % T::row_tiles) * T::TH, m0 = blockIdx.y * T::BM;
+  const float* x_n = x + std::size_t(n) * G::C * in_plane;
+
+  conv_patch_zero_halo<Pb, T>(Bs, 2 * y0);
+  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, x_n, m0, 2 * y0); };
+
+  // This lane: mma group g, thread t. The warp's rows mw .. and n tiles (warp % WN)·NJ + j: output row
+  // (in the tile), first column.
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, mw = warp / T::WN * (T::BM / T::WM);
+  int yl[NJ], xb[NJ];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int tile = warp % T::WN * NJ + j;
+    yl[j] = tile / T::NT, xb[j] = tile % T::NT * 8;
+  }
+  const int a_at = (mw + g) * AS + t * KK;   // weight (row m0 + mw + g, channel t) of tap 0
+  const int b_at = t * CS + 2 * g + 4 - P;   // input column 2·g − P of channel t, window row 0
+
+  float acc[MI][NJ][4];  // (m tile, n tile, fragment)
+  mma_tile_from_bias(acc, bias, m0 + mw + g, G::Out);
+
+  cp_async_pipeline<T::stages>(T::steps, load_step, [&](int stage) {
+    const float* A = As + stage * T::a_floats + a_at;
+    const float* B = Bs + stage * T::b_floats + b_at;
+#pragma unroll
+    for (int ky = 0; ky < K; ++ky)
+#pragma unroll
+      for (int kx = 0; kx < K; ++kx) {
+        unsigned a[MI][4], b[NJ][2];
+        load_a_tf32(a, A + ky * K + kx, AS, KK);  // rows g, g + 8; channels t, t + 4
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {  // channels t, t + 4; output column xb + g
+          const float* at = B + (2 * yl[j] + ky) * RS + 2 * xb[j] + kx;
+          b[j][0] = tf32_round(at[0]);
+          b[j][1] = tf32_round(at[4 * CS]);
+        }
+        mma_tile_tf32(acc, a, b);
+      }
+  });
+
+  // Lane (g, t) holds output columns xb + 2t, 2t + 1 of n tile j (one row, 8-byte aligned).
+  const std::size_t at_n = std::size_t(n) * G::Out * out_plane;
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int oy = y0 + yl[j];
+    if (oy >= G::OH) continue;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + mw + 16 * i + 8 * h + g;
+        const float v[2] = {acc[i][j][2 * h], acc[i][j][2 * h + 1]};
+        if (m < G::Out) conv_patch_store<false, Fn>(y, bias, at_n + m * out_plane + std::size_t(oy) * G::OW + xb[j] + 2 * t, v);
+      }
+  }
+}
+
+// The copies are 16 bytes wide, the stores 8: weights and x 16-byte aligned, y 8-byte.
+template <class G, class T, class Fn = identity_fn>
+void launch_conv_patch_fwd_s2_mma(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
+                                  int batch) {
+  if (!conv_patch_aligned(w, x, y))
+    throw std::invalid_argument("ctnn: Conv (TF32 stride-2 patch kernel): weights and x must be 16-byte aligned, "
+                                "y 8-byte aligned");
+  launch_conv_patch_kernel<ConvPatchFwdS2Problem<G>, T, kernel_conv_patch_fwd_s2_mma<G, T, Fn>>(stream, w, b, x, y, batch);
+}
+
+// --- The TF32 rule for the forward ------------------------------------------------------------------------
+// Stride-1 "same" layers: conv_patch.cuh's kernel where its rule takes it; stride 2: the kernel above;
+// else conv_mma.cuh's gathering kernels. Fn: the activation that follows the layer, in the store.
+template <class G, class Fn = identity_fn>
+void launch_conv_tf32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
+                              int batch) {
+  if constexpr (conv_patch_fits<G>())
+    if (conv_patch_chosen<G>(batch) && conv_patch_aligned(w, x, y))
+      return launch_conv_patch_auto<ConvPatchFwd<G>, Fn>(stream, w, b, x, y, batch);
+  if constexpr (conv_patch_fwd_s2_mma_fits<G>())
+    if (conv_patch_aligned(w, x, y)) {
+      if (conv_patch_fwd_s2_mma_wide<G>(batch))
+        return launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2MmaWide<G>, Fn>(stream, w, b, x, y, batch);
+      return launch_conv_patch_fwd_s2_mma<G, ConvPatchFwdS2MmaNarrow<G>, Fn>(stream, w, b, x, y, batch);
+    }
+  launch_conv_mma_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
+}
+
 }  // namespace ctnn::kernels

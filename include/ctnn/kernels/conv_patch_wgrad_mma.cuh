@@ -22,14 +22,21 @@
 
 namespace ctnn::kernels {
 
-template <class G>
+// Pixels: about this many output pixels a step (TH whole rows dividing OH). 64, i.e. 2 k-steps a warp,
+// measured fastest (2026-11-27, H100, conv_bench, µs at batch 64 / 256, against 128): 32->64 s2 @32
+// 16.5 / 39.5 against 21.7 / 55.7 (128 pixels there are 8 rows and a patch of 17 input rows, 78 KB a
+// block: 2 blocks an SM, so 512 blocks took two waves; 41 KB at 64), 32->64 @16 13.5 / 28.0 against
+// 14.7 / 28.8, 32->32 @32 18.3 / 50.4 against 19.2 / 50.2, 64->64 @16 19.0 / 49.6 against 19.9 / 49.6;
+// the 8×8 and stride-2 16-column layers get 8 rows either way. 32 was faster at batch 64 on a few layers
+// (0.3-0.5 µs) but up to 1.2× slower at 256.
+template <class G, int Pixels = 64>
 struct ConvPatchWgradMma {
   static constexpr int BM = 32, MI = BM / 16, CK = 8, warps = 4, threads = 32 * warps, min_blocks = 4;
   static constexpr int K = G::K, KK = K * K, P = G::P, S = G::S, W = G::W, H = G::H, OW = G::OW, OH = G::OH;
   static constexpr int PGR = OW / 8;  // k-steps (8 columns) per output row
-  // Output rows a step: about 128 pixels (4 k-steps a warp), dividing OH.
+  // Output rows a step: about Pixels pixels, dividing OH.
   static constexpr int TH = [] {
-    for (int th = max_of(1, 128 / OW); th > 1; --th)
+    for (int th = max_of(1, Pixels / OW); th > 1; --th)
       if (OH % th == 0) return th;
     return 1;
   }();
@@ -144,10 +151,9 @@ constexpr std::size_t conv_patch_wgrad_mma_workspace_floats(int max_batch) {
 }
 
 // Stage 1 into `partials` (conv_patch_wgrad_mma_workspace_floats<G>(batch) floats), then stage 2.
-template <class G>
+template <class G, class T = ConvPatchWgradMma<G>>
 void launch_conv_patch_wgrad_mma(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                                  float* db, int batch) {
-  using T = ConvPatchWgradMma<G>;
   launch_conv_patch_wgrad_kernel<G, T, kernel_conv_patch_wgrad_mma<G, T>>(stream, x, dy, partials, dw, db, batch);
 }
 
