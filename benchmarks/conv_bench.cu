@@ -131,8 +131,12 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     fwd(sk.c_str(), false, [&] { launch_conv_mma<Fwd, ConvMmaSlim<Fwd::M>>(s, w.p, b.p, x.p, y.p, n, k); });
   }
   dgr("tf32 rule", true, [&] { Dev::template backward_data_with<gemm>(ctx, w.p, dy.p, dx.p, n); });
-  if constexpr (conv_patch_dgrad_s2_mma_fits<G>())
+  if constexpr (conv_patch_dgrad_s2_mma_fits<G>()) {
     dgr("tf32 mma (gather) auto", false, [&] { launch_conv_dgrad_mma_auto<G>(s, w.p, dy.p, dx.p, n); });
+    dgr("tf32 s2 patch 1x4 warps", false, [&] {
+      launch_conv_patch_dgrad_s2_mma<G, identity_fn, ConvPatchS2Mma<G, 1>>(s, w.p, dy.p, dx.p, n);
+    });
+  }
   dgr("tf32 wide 128", false, [&] { launch_conv_dgrad_mma<G, ConvMmaWide<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 narrow 64", false, [&] { launch_conv_dgrad_mma<G, ConvMmaNarrow<G::C>>(s, w.p, dy.p, dx.p, n); });
   dgr("tf32 slim 32", false, [&] { launch_conv_dgrad_mma<G, ConvMmaSlim<G::C>>(s, w.p, dy.p, dx.p, n); });

@@ -332,9 +332,14 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
     if (!kernels::conv_patch_chosen<G>(batch)) {
       if (!kernels::conv_patch_fwd_s2_mma_fits<G>())  // (stride 2: the rule takes the patch kernel, checked above)
         t(same_bits(run([&] { fwd_mma(fp.tile, fp.splits); }, d_y), y, label(batch, "forward = its plan")));
-      if constexpr (kernels::conv_patch_dgrad_s2_mma_fits<G>())  // stride 2: the rule takes the patch kernel
+      if constexpr (kernels::conv_patch_dgrad_s2_mma_fits<G>()) {  // stride 2: the rule takes the patch kernel
         t(same_bits(run([&] { kernels::launch_conv_patch_dgrad_s2_mma<G>(stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); }, d_dx),
                     dx, label(batch, "backward data = the stride-2 patch kernel")));
+        check_tf32(t, run([&] {
+          kernels::launch_conv_patch_dgrad_s2_mma<G, identity_fn, kernels::ConvPatchS2Mma<G, 1>>(stream.s, d_w.ptr, d_dy.ptr,
+                                                                                                 d_dx.ptr, batch);
+        }, d_dx), dx_ref, label(batch, "backward data, stride-2 patch kernel, 1 x 4 warps"));
+      }
       else
         t(same_bits(run([&] { dgrad_mma(dp.tile, dp.splits); }, d_dx), dx, label(batch, "backward data = its plan")));
     }

@@ -264,9 +264,9 @@ void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const 
 // --- TF32 ------------------------------------------------------------------------------------------------
 // The same problem and staging on the tensor cores (mma.sync m16n8k8, operands rounded with tf32_round
 // as they leave shared memory). A block owns BM = 32 input channels × 64 dy pixels (TH = 64 / OW dy
-// rows); each of its 4 warps 32 channels (two m tiles) × 16 dy pixels (two n tiles of 8 columns of one
-// row), for all four parity classes (4 · 2 · 2 fragments: 64 accumulators). Per staged step of 8 output
-// channels (one mma k-step):
+// rows); its 4 warps are WM × WN (the rule's: 2 × 2), each 32 / WM channels (MI m tiles) × NJ n tiles of
+// 8 columns of one dy row, for all four parity classes (4 · MI · NJ fragments: 64 accumulators). Per
+// staged step of 8 output channels (one mma k-step):
 //   B: the dy fragments of each window offset (dr, dc), SK × SK of them (3×3: 4), shared by the taps
 //      that read that offset (each offset serves one tap of each class that has it);
 //   A: per tap the weights w[o][c][tap] of the warp's 32 channels, then 4 mma into the tap's class.
@@ -276,9 +276,13 @@ void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const 
 template <class G>
 constexpr int conv_s2_mma_rows() { return G::OW <= 64 && 64 % G::OW == 0 ? 64 / G::OW : 1; }
 
-template <class G>
+// 2 × 2 warps (16 channels × 32 pixels each) read half the weight fragments of 1 × 4 (32 × 16), and the
+// per-tap weights are most of a step's loads (2026-11-27, conv_bench, H100, µs at batch 64 / 256):
+// 32->64 s2 @32 10.0 / 34.3 against 12.2 / 36.6, 64->64 s2 @16 7.1 / 16.9 against 8.0 / 19.9, 64->128 s2
+// @16 10.7 / 27.0 against 12.0 / 31.2.
+template <class G, int WM_ = 2>
 struct ConvPatchS2Mma : ConvPatchLayout<ConvPatchDgradS2<G>, 32, conv_s2_mma_rows<G>(), 2, 128, true> {
-  static constexpr int MI = 2, NJ = 2, warps = 4, min_blocks = 3;
+  static constexpr int WM = WM_, WN = 4 / WM_, MI = 2 / WM_, NJ = 8 / WN, warps = 4, min_blocks = 3;
   static constexpr int NT = G::OW / 8;  // n tiles per dy row
   static_assert(64 % G::OW == 0, "a block's 64 dy pixels are whole rows");
 };
@@ -311,11 +315,14 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
   auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, dy_n, m0, y0); };
 
   // This lane: mma group g, thread t. The warp's n tiles warp·NJ + j: dy row (in the tile), first column.
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, mw = warp / T::WN * (32 / T::WM);
   int yl[NJ], xb[NJ];
 #pragma unroll
-  for (int j = 0; j < NJ; ++j) yl[j] = (warp * NJ + j) / T::NT, xb[j] = (warp * NJ + j) % T::NT * 8;
-  const int a_at = t * OS + g * KK;  // weight (row m0 + g, o = t) of tap 0
+  for (int j = 0; j < NJ; ++j) {
+    const int tile = warp % T::WN * NJ + j;
+    yl[j] = tile / T::NT, xb[j] = tile % T::NT * 8;
+  }
+  const int a_at = t * OS + (mw + g) * KK;  // weight (row m0 + mw + g, o = t) of tap 0
   const int b_at = t * CS + g + 4 - SP;  // dy column g − SP of channel o = t, row 0
 
   float acc[4][MI][NJ][4];  // (parity class 2·py + px, m tile, n tile, fragment)
@@ -364,7 +371,7 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int c = m0 + 16 * i + 8 * h + g;
+        const int c = m0 + mw + 16 * i + 8 * h + g;
         if (c >= G::C) continue;
 #pragma unroll
         for (int py = 0; py < 2; ++py) {
@@ -376,10 +383,9 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
   }
 }
 
-template <class G, class Fn = identity_fn>
+template <class G, class Fn = identity_fn, class T = ConvPatchS2Mma<G>>
 void launch_conv_patch_dgrad_s2_mma(cudaStream_t stream, const float* w, const float* dy, float* dx, int batch,
                                     const float* below = nullptr) {
-  using T = ConvPatchS2Mma<G>;
   launch_conv_patch_dgrad_s2_kernel<G, T, kernel_conv_patch_dgrad_s2_mma<G, T, Fn>>(stream, w, dy, dx, batch, below,
                                                                                   "TF32");
 }
