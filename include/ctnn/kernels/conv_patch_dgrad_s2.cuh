@@ -269,7 +269,8 @@ void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const 
 // staged step of 8 output channels (one mma k-step):
 //   B: the dy fragments of each window offset (dr, dc), SK × SK of them (3×3: 4), shared by the taps
 //      that read that offset (each offset serves one tap of each class that has it);
-//   A: per tap the weights w[o][c][tap] of the warp's 32 channels, then 4 mma into the tap's class.
+//   A: per tap the weights w[o][c][tap] of the warp's 32 / WM channels, then MI · NJ mma into the tap's
+//      class.
 // The results of the classes px = 0, 1 interleave into 16-byte rows of dx (conv_patch_store, with the
 // backward of an activation below folded in where asked). Summation order fixed by the tile (steps of
 // o, taps in order, the mma's k slots): the same bits run to run, not the FP32 kernels'.
@@ -314,7 +315,8 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
   conv_patch_zero_halo<Pb, T>(Bs, y0);
   auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, dy_n, m0, y0); };
 
-  // This lane: mma group g, thread t. The warp's n tiles warp·NJ + j: dy row (in the tile), first column.
+  // This lane: mma group g, thread t. The warp's channels mw .. and n tiles (warp % WN)·NJ + j: dy row
+  // (in the tile), first column (the same placement as the stride-2 forward's TF32 kernel).
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, mw = warp / T::WN * (32 / T::WM);
   int yl[NJ], xb[NJ];
 #pragma unroll
