@@ -81,6 +81,12 @@ void row(const char* layer, int batch, const char* dir, const char* kernel, bool
               chosen ? '*' : ' ', us, flops / 1e9, tf, 100.0 * tf / peak);
 }
 
+// TF32 weight-gradient tiles beside the rule's: warps CG × KG, stages.
+struct WgradMmaVariant {
+  int cg, kg, stages;
+};
+constexpr WgradMmaVariant wgrad_mma_variants[] = {{1, 4, 2}, {2, 4, 2}, {4, 4, 2}, {4, 4, 3}};
+
 // The TF32 kernels of a GEMM-shaped layer: through the layer (the rule's tile, *), and tile variants:
 // wide (BN 128), narrow (BN 64) and slim (BN 32), the wide tile with 4 stages or with the other warp
 // layout.
@@ -177,6 +183,17 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
       }
     });
   }
+  if constexpr (conv_patch_wgrad_mma_fits<G>()) {  // CG warps side by side over 8·CG channels, KG groups of them
+    static_for<std::size(wgrad_mma_variants)>([&](auto i) {
+      constexpr WgradMmaVariant v = wgrad_mma_variants[i];
+      using T = ConvPatchWgradMma<G, 64, v.cg, v.kg, v.stages>;
+      if constexpr (T::fits) {
+        const std::string k = "tf32 patch " + std::to_string(8 * v.cg) + " ch, " + std::to_string(v.kg) + " groups, " +
+                              std::to_string(v.stages) + " stages";
+        wgr(k.c_str(), false, [&] { launch_conv_patch_wgrad_mma<G, T>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
+      }
+    });
+  }
   if constexpr (conv_patch_wgrad_mma_fits<G>())
     wgr("tf32 mma (gather) + sum", false,
         [&] { launch_conv_wgrad_mma<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
@@ -206,8 +223,14 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
                           kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 4>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch)});
-  if constexpr (kernels::conv_patch_wgrad_mma_fits<G>())  // the TF32 variant with steps of 32 pixels
+  if constexpr (kernels::conv_patch_wgrad_mma_fits<G>()) {  // the TF32 variants' splits
     ws_floats = std::max(ws_floats, kernels::ConvPatchWgradMma<G, 32>::Splits::workspace_floats(max_batch));
+    kernels::static_for<std::size(wgrad_mma_variants)>([&](auto i) {
+      constexpr WgradMmaVariant v = wgrad_mma_variants[i];
+      ws_floats = std::max(ws_floats,
+                           kernels::ConvPatchWgradMma<G, 64, v.cg, v.kg, v.stages>::Splits::workspace_floats(max_batch));
+    });
+  }
 
   cudaStream_t s;
   CTNN_CUDA_CHECK(cudaStreamCreate(&s));

@@ -146,6 +146,12 @@ void check_tf32(Tally& t, const std::vector<float>& got, const Reference& ref, c
   t(r > 1);
 }
 
+// TF32 weight-gradient tiles checked beside the rule's (CG × KG warps, stages: conv_patch_wgrad_mma.cuh).
+struct WgradMmaTile {
+  int cg, kg, stages;
+};
+constexpr WgradMmaTile wgrad_mma_tiles[] = {{1, 4, 2}, {2, 4, 2}, {4, 4, 3}};
+
 template <class L, class In>
 void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch_init, std::uint64_t seed) {
   if (!case_selected(name)) return;
@@ -161,7 +167,13 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
               Dev::forward_algo == gemm ? "implicit GEMM" : "direct; GEMM forced here");
 
   Stream stream;
-  DeviceBuffer<float> ws(Dev::template workspace_floats_for<gemm>(max_batch));
+  std::size_t ws_floats = Dev::template workspace_floats_for<gemm>(max_batch);
+  if constexpr (kernels::conv_patch_wgrad_mma_fits<G>())  // the weight-gradient tiles beside the rule's
+    kernels::static_for<std::size(wgrad_mma_tiles)>([&](auto i) {
+      constexpr WgradMmaTile v = wgrad_mma_tiles[i];
+      ws_floats = std::max(ws_floats, kernels::ConvPatchWgradMma<G, 64, v.cg, v.kg, v.stages>::Splits::workspace_floats(max_batch));
+    });
+  DeviceBuffer<float> ws(ws_floats);
   CudaContext ctx{stream.s, nullptr, ws.ptr, ws.n};
   ctx.math = Math::tf32;
   const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
@@ -378,6 +390,26 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
       stream.sync();
       check_tf32(t, d_dw.download(), dw_ref, label(batch, "backward weights, gathering kernel"));
       t(close_sum(d_db.download(), to_float(db_ref), label(batch, "backward bias, gathering kernel")));
+      kernels::static_for<std::size(wgrad_mma_tiles)>([&](auto i) {
+        constexpr WgradMmaTile v = wgrad_mma_tiles[i];
+        using T = kernels::ConvPatchWgradMma<G, 64, v.cg, v.kg, v.stages>;
+        if constexpr (T::fits) {
+          char q[120];
+          std::snprintf(q, sizeof q, "backward weights, patch tile %d x %d warps, %d stages", v.cg, v.kg, v.stages);
+          d_dw.poison(), d_db.poison(), ws.poison();
+          kernels::launch_conv_patch_wgrad_mma<G, T>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr, batch);
+          stream.sync();
+          const std::vector<float> dw1 = d_dw.download();
+          check_tf32(t, dw1, dw_ref, label(batch, q));
+          std::snprintf(q, sizeof q, "backward bias, patch tile %d x %d warps, %d stages", v.cg, v.kg, v.stages);
+          t(close_sum(d_db.download(), to_float(db_ref), label(batch, q)));
+          d_dw.poison();
+          kernels::launch_conv_patch_wgrad_mma<G, T>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr, batch);
+          stream.sync();
+          std::snprintf(q, sizeof q, "backward weights, patch tile %d x %d warps, second run", v.cg, v.kg);
+          t(same_bits(d_dw.download(), dw1, label(batch, q)));
+        }
+      });
     }
   }
 }

@@ -3,20 +3,25 @@
 // same staging, same splits and reduction) with the products on the tensor cores.
 //
 // dW[m][c][tap] = Σ over pixels p of dy[m][p] · x[c][p shifted by the tap] is a GEMM of M = Out rows,
-// N = C·K·K columns and the pixels as k. A block owns BM = 32 output channels × 8 input channels (all
-// their taps) and a range of steps; a step stages TH output rows of one sample (dy: the 32 channels'
-// rows; x: the 8 channels' S·(TH − 1) + K input rows, zero halo). A warp takes k-steps of 8 pixels (8
-// columns of one output row) in turn with the others and holds the whole 32 × (8·K·K) tile:
+// N = C·K·K columns and the pixels as k. A block owns BM = 32 output channels × CK = 8·CG input channels
+// (all their taps) and a range of steps; a step stages TH output rows of one sample (dy: the 32 channels'
+// rows; x: the CK channels' S·(TH − 1) + K input rows, zero halo). Its warps are CG × KG: warp (kg, cg)
+// holds the whole 32 × (8·K·K) tile of channels c0 + 8·cg .., and the KG warps of a column take the
+// step's k-steps of 8 pixels (8 columns of one output row) in turn:
 //   A (16 × 8 per m tile): dy[m][the 8 pixels], read once per k-step;
 //   B (8 × 8 per tap):     x[c][row S·y + ky][S·(x0 + k) + kx − P], n = the 8 input channels: per tap the
 //                          same staged rows read at another offset, so one k-step is 2·K·K mma per
-//                          A fragment pair (3×3: 18 mma for 8 + 18 fragment loads).
-// Layouts: DS ≡ 4 (mod 32) and XS/4 odd, so that the lanes (g, t) of a fragment load hit 32 distinct banks
-// at stride 1 (stride 2: two-way conflicts on B). Operands are rounded to TF32 when they leave shared
-// memory (tf32_round, conv_mma.cuh); the bias gradient sums the unrounded dy in FP32 (ConvWgradBias).
-// At the end the warps' tiles are added in warp order and written as the block's partial, which
+//                          A fragment pair.
+// The mma's k slots t and t + 4 of lane (g, t) are pixels 2·t and 2·t + 1 (any fixed permutation of k
+// is the same product), so a lane reads its dy in 8-byte pairs and, per row of taps, one run of S + K
+// input columns (3×3: 4 at stride 1, 5 at stride 2) in 2-3 loads, rounded once, that feeds all K taps
+// of the row: a k-step is 18 mma for 4 + 9 loads at stride 1 (4 + 6 at stride 2; 8 + 18 with a load
+// per fragment register). Operands are rounded to TF32 when they leave shared memory (tf32_round,
+// conv_mma.cuh); the bias gradient sums the unrounded dy in FP32 (ConvWgradBias). At the end the tiles
+// of each column's KG warps are added in group order and written as the block's partial, which
 // sum_partials adds in split order: deterministic.
 #include <cstddef>
+#include <type_traits>
 
 #include "conv_patch_fp32.cuh"
 
@@ -29,9 +34,13 @@ namespace ctnn::kernels {
 // 14.7 / 28.8, 32->32 @32 18.3 / 50.4 against 19.2 / 50.2, 64->64 @16 19.0 / 49.6 against 19.9 / 49.6;
 // the 8×8 and stride-2 16-column layers get 8 rows either way. 32 was faster at batch 64 on a few layers
 // (0.3-0.5 µs) but up to 1.2× slower at 256.
-template <class G, int Pixels = 64>
+template <class G, int Pixels = 64, int CG_ = 1, int KG_ = 4, int Stages = 2>
 struct ConvPatchWgradMma {
-  static constexpr int BM = 32, MI = BM / 16, CK = 8, warps = 4, threads = 32 * warps, min_blocks = 4;
+  // CG warps side by side over CG·8 input channels (all of them read the same staged dy), KG groups of
+  // such warps taking turns over the step's k-steps (their tiles added at the end, in group order).
+  static constexpr int CG = CG_, KG = KG_;
+  static constexpr int BM = 32, MI = BM / 16, CK = 8 * CG, warps = CG * KG, threads = 32 * warps;
+  static constexpr int min_blocks = max_of(1, 512 / threads);  // at most 128 registers
   static constexpr int K = G::K, KK = K * K, P = G::P, S = G::S, W = G::W, H = G::H, OW = G::OW, OH = G::OH;
   static constexpr int PGR = OW / 8;  // k-steps (8 columns) per output row
   // Output rows a step: about Pixels pixels, dividing OH.
@@ -41,16 +50,45 @@ struct ConvPatchWgradMma {
     return 1;
   }();
   static constexpr int SEGS = TH * PGR, PR = S * (TH - 1) + K, RS = W + 8;
-  static constexpr int DS = TH * OW + ((4 - TH * OW % 32) + 32) % 32;  // ≡ 4 (mod 32)
-  static constexpr int XS = PR * RS + (PR * RS / 4 % 2 == 0 ? 4 : 0);   // XS / 4 odd
-  static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
-  static constexpr int LS = MI * KK * 4;  // a lane's sums at the end
+  // A lane reads dy in 8-byte pairs (rows DS ≡ 8 (mod 32) apart: a half warp's pairs on 32 distinct banks)
+  // and a run of S + K input columns from 2·S·t − P, in pairs at stride 1 (XS ≡ 8 (mod 32), as dy) and
+  // 16-byte loads at stride 2 (XS ≡ 16: a quarter warp's on 32 distinct banks).
+  static constexpr int DS = TH * OW + ((8 - TH * OW % 32) + 32) % 32;
+  static constexpr int XS = PR * RS + (((S == 1 ? 8 : 16) - PR * RS % 32) + 32) % 32;
+  static constexpr int x_align = S == 1 ? 2 : 4;                             // floats: the run's alignment
+  static constexpr int x_lead = ((4 - P) % x_align + x_align) % x_align;     // its first column's offset from it
+  static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = Stages;
+  // A lane's sums at the end, LS floats apart: odd, so that the lanes' stores of one sum and the reads of
+  // neighbouring taps fall on distinct banks.
+  static constexpr int LS = MI * KK * 4 + (MI * KK * 4 % 2 == 0 ? 1 : 0);
   static constexpr int red_floats = warps * 32 * LS;
   static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
-  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW>;
+  // About 512 blocks of 4 warps' worth in all (as many warps whatever the block).
+  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW, 2048 / warps>;
   static_assert(OW % 8 == 0 && OH % TH == 0, "k-steps of 8 columns of one row; steps of whole samples");
-  static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 100 * 1024;
+  static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 200 * 1024;
 };
+
+// v = p[0 .. N), where p sits Lead floats past an Align-float boundary (Align = 2 or 4): 16- and 8-byte
+// loads where they are aligned, single ones elsewhere (the offsets are constants once unrolled).
+template <int Align, int Lead, int N, int J = 0>
+__device__ __forceinline__ void load_run(const float* p, float (&v)[N]) {
+  constexpr int at = (Lead + J) % Align;
+  if constexpr (J >= N) {
+    return;
+  } else if constexpr (Align == 4 && at == 0 && J + 4 <= N) {
+    const float4 q = *reinterpret_cast<const float4*>(p + J);
+    v[J] = q.x, v[J + 1] = q.y, v[J + 2] = q.z, v[J + 3] = q.w;
+    load_run<Align, Lead, N, J + 4>(p, v);
+  } else if constexpr (at % 2 == 0 && J + 2 <= N) {
+    const float2 q = *reinterpret_cast<const float2*>(p + J);
+    v[J] = q.x, v[J + 1] = q.y;
+    load_run<Align, Lead, N, J + 2>(p, v);
+  } else {
+    v[J] = p[J];
+    load_run<Align, Lead, N, J + 1>(p, v);
+  }
+}
 
 template <class G, class T>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
@@ -70,7 +108,9 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
     conv_patch_wgrad_load_step<G, T>(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t, x, dy, c0, m0);
   };
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // Warp (kg, cg): input channels c0 + 8·cg .., k-steps kg, kg + KG, ... of each step.
+  const int warp = threadIdx.x / 32, cg = warp % T::CG, kg = warp / T::CG, lane = threadIdx.x % 32, g = lane / 4,
+            t = lane % 4;
   using Bias = ConvWgradBias<G, T>;
   float acc[MI][KK][4], bsum[Bias::rows];  // (m tile, tap, fragment)
 #pragma unroll
@@ -82,29 +122,36 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
 
   cp_async_pipeline<T::stages>(count, load_step, [&](int stage) {
     Bias::add(Ds + stage * T::d_floats, bsum);
-    const float* D = Ds + stage * T::d_floats + g * T::DS + t;                        // row g, pixel t
-    const float* X = Xs + stage * T::x_floats + g * T::XS + 4 - T::P + S * t;         // channel g, column S·t − P
+    const float* D = Ds + stage * T::d_floats + g * T::DS + 2 * t;  // row g, pixel 2·t
+    // channel 8·cg + g, column 2·S·t − P
+    const float* X = Xs + stage * T::x_floats + (8 * cg + g) * T::XS + 4 - T::P + 2 * S * t;
 #pragma unroll
-    for (int s0 = 0; s0 < T::SEGS; s0 += T::warps) {
-      const int seg = s0 + warp;
-      if (T::SEGS % T::warps != 0 && seg >= T::SEGS) break;
+    for (int s0 = 0; s0 < T::SEGS; s0 += T::KG) {
+      const int seg = s0 + kg;
+      if (T::SEGS % T::KG != 0 && seg >= T::SEGS) break;
       const int yl = seg / T::PGR, x0 = seg % T::PGR * 8;
       unsigned a[MI][4];
 #pragma unroll
-      for (int i = 0; i < MI; ++i)
+      for (int i = 0; i < MI; ++i) {  // rows g, g + 8; pixels 2·t, 2·t + 1 (k slots t, t + 4)
+        const float2 lo = *reinterpret_cast<const float2*>(D + (16 * i) * T::DS + yl * OW + x0);
+        const float2 hi = *reinterpret_cast<const float2*>(D + (16 * i + 8) * T::DS + yl * OW + x0);
+        a[i][0] = tf32_round(lo.x), a[i][1] = tf32_round(hi.x), a[i][2] = tf32_round(lo.y), a[i][3] = tf32_round(hi.y);
+      }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {  // rows g, g + 8; pixels t, t + 4
-          a[i][q] = tf32_round(D[(16 * i + 8 * (q % 2)) * T::DS + yl * OW + x0 + 4 * (q / 2)]);
-        }
+      for (int ky = 0; ky < K; ++ky) {
+        // The S + K input columns that pixels 2·t and 2·t + 1 read over the row's taps, rounded once.
+        float v[S + K];
+        load_run<T::x_align, T::x_lead>(X + (S * yl + ky) * T::RS + S * x0, v);
+        unsigned r[S + K];
 #pragma unroll
-      for (int ky = 0; ky < K; ++ky)
+        for (int j = 0; j < S + K; ++j) r[j] = tf32_round(v[j]);
 #pragma unroll
         for (int kx = 0; kx < K; ++kx) {
-          const float* xr = X + (S * yl + ky) * T::RS + S * x0 + kx;
-          const unsigned b[2] = {tf32_round(xr[0]), tf32_round(xr[4 * S])};  // pixels t, t + 4; channel g
+          const unsigned b[2] = {r[kx], r[S + kx]};  // pixels 2·t, 2·t + 1; channel g
 #pragma unroll
           for (int i = 0; i < MI; ++i) mma_m16n8k8_tf32(acc[i][ky * K + kx], a[i], b);
         }
+      }
     }
   });
 
@@ -123,35 +170,45 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
   const float* sums = conv_mma_smem();
   float* part = partials + std::size_t(blockIdx.x) * T::Splits::E;
   Bias::store(bsum, part, m0);
-  constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
+  constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + CK: contiguous in dW
   const int valid_run = min_of(run, (G::C - c0) * KK);
   for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
     const int mm = e / run, r = e % run;
     if (m0 + mm >= G::Out) break;
     if (r >= valid_run) continue;
-    // Accumulator (row mm, column cc = r / KK) of tap r % KK: lane (g = mm % 8, t = cc / 2), fragment
-    // 2·(mm % 16 / 8) + cc % 2 of m tile mm / 16.
-    const int cc = r / KK, at = (4 * (mm % 8) + cc / 2) * LS + (mm / 16 * KK + r % KK) * 4 + 2 * (mm % 16 / 8) + cc % 2;
+    // Accumulator (row mm, column cc = r / KK) of tap r % KK: warp cc / 8 of each group, lane (g = mm % 8,
+    // t = cc % 8 / 2), fragment 2·(mm % 16 / 8) + cc % 2 of m tile mm / 16.
+    const int cc = r / KK, c8 = cc % 8;
+    const int at = ((cc / 8) * 32 + 4 * (mm % 8) + c8 / 2) * LS + (mm / 16 * KK + r % KK) * 4 + 2 * (mm % 16 / 8) + c8 % 2;
     float v = sums[at];
 #pragma unroll
-    for (int w = 1; w < T::warps; ++w) v += sums[w * 32 * LS + at];
+    for (int k = 1; k < T::KG; ++k) v += sums[k * T::CG * 32 * LS + at];
     part[std::size_t(m0 + mm) * G::CKK + c0 * KK + r] = v;
   }
 }
 
+// The rule's tile: at stride 1 4 warps over 8 channels taking turns (CG = 1, KG = 4, 2 stages); at stride 2
+// 4 × 4 warps over 32 channels, 3 stages. From conv_bench on an H100 (2026-11-28, µs at batch 64 / 256,
+// the kernels launched back to back): stride 1, 32->32 @32 17.1 / 46.6 (4 × 4: 18.6 / 50.4), 32->64 @16
+// 12.6 / 25.8 (12.7 / 25.5), 64->64 @16 17.8 / 45.4 (18.1 / 47.9); stride 2, 32->64 s2 @32 15.3 / 34.5
+// (1 × 4: 20.5 / 39.1), 64->128 s2 @16 16.0 / 36.5 (16.3 / 41.6), 64->64 s2 @16 12.5 / 22.8 (12.5 / 24.0).
+template <class G>
+using ConvPatchWgradMmaRule = std::conditional_t<G::S == 1, ConvPatchWgradMma<G>,
+                                                 ConvPatchWgradMma<G, 64, min_of(4, ceil_div(G::C, 8)), 4, 3>>;
+
 template <class G>
 constexpr bool conv_patch_wgrad_mma_fits() {
   if constexpr (!conv_patch_wgrad_shape<G>()) return false;  // the tile exists only for these
-  else return ConvPatchWgradMma<G>::fits;
+  else return ConvPatchWgradMmaRule<G>::fits;
 }
 template <class G>
 constexpr std::size_t conv_patch_wgrad_mma_workspace_floats(int max_batch) {
   if constexpr (!conv_patch_wgrad_mma_fits<G>()) return 0;
-  else return ConvPatchWgradMma<G>::Splits::workspace_floats(max_batch);
+  else return ConvPatchWgradMmaRule<G>::Splits::workspace_floats(max_batch);
 }
 
 // Stage 1 into `partials` (conv_patch_wgrad_mma_workspace_floats<G>(batch) floats), then stage 2.
-template <class G, class T = ConvPatchWgradMma<G>>
+template <class G, class T = ConvPatchWgradMmaRule<G>>
 void launch_conv_patch_wgrad_mma(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                                  float* db, int batch) {
   launch_conv_patch_wgrad_kernel<G, T, kernel_conv_patch_wgrad_mma<G, T>>(stream, x, dy, partials, dw, db, batch);
