@@ -69,8 +69,9 @@ struct ConvPatchWgradMma {
   static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 200 * 1024;
 };
 
-// v = p[0 .. N), where p sits Lead floats past an Align-float boundary (Align = 2 or 4): 16- and 8-byte
-// loads where they are aligned, single ones elsewhere (the offsets are constants once unrolled).
+// v = p[0 .. N), where p sits Lead floats past an Align-float boundary (Align = 1, 2 or 4): 16- and 8-byte
+// loads where they are aligned, single ones elsewhere (the offsets are constants once unrolled; a loop
+// whose step varies would not unroll, and v would go to local memory).
 template <int Align, int Lead, int N, int J = 0>
 __device__ __forceinline__ void load_run(const float* p, float (&v)[N]) {
   constexpr int at = (Lead + J) % Align;
@@ -80,7 +81,7 @@ __device__ __forceinline__ void load_run(const float* p, float (&v)[N]) {
     const float4 q = *reinterpret_cast<const float4*>(p + J);
     v[J] = q.x, v[J + 1] = q.y, v[J + 2] = q.z, v[J + 3] = q.w;
     load_run<Align, Lead, N, J + 4>(p, v);
-  } else if constexpr (at % 2 == 0 && J + 2 <= N) {
+  } else if constexpr (Align % 2 == 0 && at % 2 == 0 && J + 2 <= N) {
     const float2 q = *reinterpret_cast<const float2*>(p + J);
     v[J] = q.x, v[J + 1] = q.y;
     load_run<Align, Lead, N, J + 2>(p, v);
