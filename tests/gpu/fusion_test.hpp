@@ -52,6 +52,7 @@ std::vector<T> slice(const std::vector<T>& v, std::size_t at, std::size_t n) {
 // MaxBatch: the network's (and the largest batch tested).
 template <class Net, class Loss, int MaxBatch = max_batch>
 int test_network(Tally& t, const char* name, std::uint64_t seed, std::vector<int> batches = {1, 37, MaxBatch}) {
+  if (!ctnn_test::case_selected(name)) return 0;
   using Gpu = CudaNetwork<Net, MaxBatch>;
   using plan = BufferPlan<Net>;
   using fusion = FusionPlan<Net>;

@@ -57,6 +57,20 @@ static_assert(same(Mixed::groups[2], GroupKind::dense_chain, 3, 4));
 static_assert(same(Mixed::groups[3], GroupKind::layer, 5, 5));
 static_assert(same(Mixed::groups[4], GroupKind::dense_chain, 6, 9));
 
+// A wide Dense (2^18 weights or more) forms a group of its own with its activation: a CIFAR head (4096 ->
+// 256), and one inside a chain (64 -> 4096: 2^18), which ends the chain before it.
+using Head = Plan<Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Pool<2>, Dense<256>, ReLU, Dense<10>, Softmax>,
+                          Input<4, 32, 32>>>;
+static_assert(Head::group_count == 3);
+static_assert(same(Head::groups[0], GroupKind::conv, 0, 2));
+static_assert(same(Head::groups[1], GroupKind::dense_chain, 3, 4));
+static_assert(same(Head::groups[2], GroupKind::dense_chain, 5, 6));
+using MidWide = Plan<Network<Seq<Dense<64>, ReLU, Dense<4096>, Dense<10>>, Input<40>>>;
+static_assert(MidWide::group_count == 3);
+static_assert(same(MidWide::groups[0], GroupKind::dense_chain, 0, 1));
+static_assert(same(MidWide::groups[1], GroupKind::dense_chain, 2, 2));
+static_assert(same(MidWide::groups[2], GroupKind::dense_chain, 3, 3));
+
 // The traits behind the rules.
 static_assert(std::is_same_v<activation_fn_t<ReLU>, relu_fn> && std::is_same_v<activation_fn_t<Tanh>, tanh_fn>);
 static_assert(std::is_same_v<activation_fn_t<LeakyReLU<0.2f>>, leaky_relu_fn<0.2f>>);

@@ -15,7 +15,10 @@
 //                follows. Forward and input-gradient backward for a tile of samples in one kernel
 //                (activations of the tile in shared memory, weights streamed through the cache), the
 //                loss and its gradient fused in when the chain ends where the loss takes its input;
-//                all the chain's weight and bias gradients in one more kernel.
+//                all the chain's weight and bias gradients in one more kernel. A wide Dense (at least
+//                dense_chain_wide_weights weights: a CIFAR head's 4096 -> 256) forms a group of its own
+//                with its activation (which its layers run: a product split over the whole GPU beats
+//                streaming a million weights once per tile of samples), and the chain starts after it.
 //   layer        anything else, alone, through its cuda_layer (BatchNorm, Dropout, Residual,
 //                GlobalAvgPool, an overlapping pooling, an activation that follows no Conv or Dense).
 //
@@ -90,9 +93,10 @@ constexpr LayerRole role_of() {
   else return LayerRole::other;
 }
 
-// The groups of a list of roles, greedily from the first layer (see the rules at the top).
+// The groups of a list of roles, greedily from the first layer (see the rules at the top); wide[i]: layer
+// i is a wide Dense.
 template <std::size_t L>
-constexpr auto group_roles(const std::array<LayerRole, L>& role) {
+constexpr auto group_roles(const std::array<LayerRole, L>& role, const std::array<bool, L>& wide = {}) {
   struct Groups {
     std::array<FusedGroup, L> g{};
     std::size_t count = 0;
@@ -108,7 +112,7 @@ constexpr auto group_roles(const std::array<LayerRole, L>& role) {
       grp.kind = GroupKind::dense_chain;
       while (true) {
         if (is(grp.last + 1, LayerRole::activation)) ++grp.last;
-        if (!is(grp.last + 1, LayerRole::dense)) break;
+        if (wide[grp.first] || !is(grp.last + 1, LayerRole::dense) || wide[grp.last + 1]) break;
         ++grp.last;
       }
       if (grp.last + 2 == L && is(grp.last + 1, LayerRole::softmax)) ++grp.last;
@@ -119,6 +123,10 @@ constexpr auto group_roles(const std::array<LayerRole, L>& role) {
   return out;
 }
 }  // namespace detail
+
+// A Dense with at least this many weights is wide (see the rules at the top): 2^18, where Dense's
+// backward also turns to cuBLAS's GEMM (kernels/dense.cuh).
+inline constexpr std::size_t dense_chain_wide_weights = std::size_t(1) << 18;
 
 template <class Net>
 struct FusionPlan {
@@ -135,7 +143,19 @@ struct FusionPlan<Network<SeqT, InputT>> {
   static constexpr std::array<detail::LayerRole, L> roles_of(std::index_sequence<I...>) {
     return {detail::role_of<typename Net::template layer_at<I>>()...};
   }
-  static constexpr auto all_ = detail::group_roles(roles_of(std::make_index_sequence<L>{}));
+  template <std::size_t I>
+  static constexpr bool wide_at() {
+    if constexpr (detail::is_dense_layer<typename Net::template layer_at<I>>::value)
+      return std::size_t(Net::template bound_at<I>::weight_count) >= dense_chain_wide_weights;
+    else
+      return false;
+  }
+  template <std::size_t... I>
+  static constexpr std::array<bool, L> wide_of(std::index_sequence<I...>) {
+    return {wide_at<I>()...};
+  }
+  static constexpr auto all_ =
+      detail::group_roles(roles_of(std::make_index_sequence<L>{}), wide_of(std::make_index_sequence<L>{}));
 
  public:
   static constexpr std::size_t group_count = all_.count;
