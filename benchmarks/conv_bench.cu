@@ -222,7 +222,9 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
     ws_floats = std::max({ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch),
                           kernels::ConvPatchWgrad<G, 8, 4>::Splits::workspace_floats(max_batch),
-                          kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch)});
+                          kernels::ConvPatchWgrad<G, 8, 8>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, 8, 4, 1, 4, 1024>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, 8, 2, 2, 4, 1024>::Splits::workspace_floats(max_batch)});
   if constexpr (kernels::conv_patch_wgrad_mma_fits<G>()) {  // the TF32 variants' splits
     ws_floats = std::max(ws_floats, kernels::ConvPatchWgradMma<G, 32>::Splits::workspace_floats(max_batch));
     kernels::static_for<std::size(wgrad_mma_variants)>([&](auto i) {
@@ -352,7 +354,7 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
     if constexpr (kernels::conv_patch_wgrad_fits<G>()) {
       wgr("patch (rule's tile) + sum", false, [&] { kernels::launch_conv_patch_wgrad<G>(s, x.p, dy.p, ws.p, dw.p, db.p, n); });
       {  // its second stage alone (the partials of the rule's tile), a column a lane and 4 a lane
-        using Sp = typename kernels::ConvPatchWgrad<G>::Splits;
+        using Sp = typename kernels::ConvPatchWgradRule<G>::Splits;
         const int count = Sp::splits(n), E = Sp::E, split = G::Out * G::CKK;
         const std::string k1 = "sum alone, 1 a lane, " + std::to_string(count) + " rows";
         const std::string k4 = "sum alone, 4 a lane, " + std::to_string(count) + " rows";
@@ -373,6 +375,19 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       wgr("patch 8 ch a thread", false, [&] {
         kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 8>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
       });
+      if constexpr (G::C <= 4) {  // 4-channel lanes (RGB stems), several split counts
+        kernels::static_for<5>([&](auto i) {
+          constexpr int blocks = 64 << decltype(i)::value;
+          const std::string k1 = "patch 4-ch lanes, " + std::to_string(blocks) + " blocks";
+          const std::string k2 = "patch 4-ch lanes 2 halves TM2, " + std::to_string(blocks) + " blocks";
+          wgr(k1.c_str(), false, [&] {
+            kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 4, 1, 4, blocks>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
+          });
+          wgr(k2.c_str(), false, [&] {
+            kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 2, 2, 4, blocks>>(s, x.p, dy.p, ws.p, dw.p, db.p, n);
+          });
+        });
+      }
     }
     if constexpr (wgrad_direct)
       wgr("direct + sum", !wg, [&] { Dev::template backward_weights_with<direct>(ctx, x.p, dy.p, dw.p, db.p, n); });

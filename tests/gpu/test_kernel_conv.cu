@@ -58,7 +58,9 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
     ws_floats = std::max(ws_floats, Dev::template workspace_floats_for<ConvAlgo::direct>(max_batch));
   if constexpr (kernels::conv_patch_wgrad_fits<G>())  // the 4-column and two-halves variants below
     ws_floats = std::max({ws_floats, kernels::ConvPatchWgrad<G, 4, 4>::Splits::workspace_floats(max_batch),
-                          kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch)});
+                          kernels::ConvPatchWgrad<G, (G::S == 1 ? 8 : 4), 4, 1>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, 8, 4, 1, 4, 1024>::Splits::workspace_floats(max_batch),
+                          kernels::ConvPatchWgrad<G, 8, 2, 2, 4, 1024>::Splits::workspace_floats(max_batch)});
   std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d S=%d P=%d D=%d; rule: forward %s, backward data %s, "
               "backward weights %s; workspace %zu floats at batch %d\n",
               name, G::C, G::H, G::W, G::Out, G::OH, G::OW, G::K, G::S, G::P, G::D, algo_name(Dev::forward_algo),
@@ -419,6 +421,13 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       wgrad_run([&] { kernels::launch_conv_patch_wgrad<G, OneHalf>(stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr,
                                                                   batch); },
                 "backward weights patch, one half of 4 warps");
+      // Lanes of 4 input channels (the rule's for C <= 4), one half and two halves of 2 channels a lane.
+      wgrad_run([&] { kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 4, 1, 4, 1024>>(
+                          stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr, batch); },
+                "backward weights patch, 4-channel lanes");
+      wgrad_run([&] { kernels::launch_conv_patch_wgrad<G, kernels::ConvPatchWgrad<G, 8, 2, 2, 4, 1024>>(
+                          stream.s, d_x.ptr, d_dy.ptr, ws.ptr, d_dw.ptr, d_db.ptr, batch); },
+                "backward weights patch, 4-channel lanes, two halves");
     }
 
     // The rule through backward(), twice: same bits; with dx = null (a first layer) dx is untouched.

@@ -154,6 +154,15 @@ void test_dense(Tally& t, const char* name, std::initializer_list<int> batches, 
       t(close_sum(d_dx.download(), dx_ref, label(batch, "backward (rule) dx")));
       t(close_sum(d_dw.download(), dw_ref, label(batch, "backward (rule) dW")));
       t(close_sum(d_db.download(), db_ref, label(batch, "backward (rule) db")));
+      const std::vector<float> dx = d_dx.download(), dw = d_dw.download(), db = d_db.download();
+      // Its two halves apart (a network runs the weights on a second stream): the same bits.
+      d_dx.poison(), d_dw.poison(), d_db.poison();
+      Dev::backward_weights(own, d_x.ptr, d_dy.ptr, d_dw.ptr, d_db.ptr, batch);
+      Dev::backward_data(own, d_w.ptr, d_dy.ptr, d_dx.ptr, batch);
+      stream.sync();
+      t(same_bits(d_dx.download(), dx, label(batch, "backward_data = backward (rule) dx")));
+      t(same_bits(d_dw.download(), dw, label(batch, "backward_weights = backward (rule) dW")));
+      t(same_bits(d_db.download(), db, label(batch, "backward_weights = backward (rule) db")));
     }
   }
 

@@ -307,9 +307,13 @@ constexpr bool conv_patch_wgrad_shape() {
 // staged x (half the x copies per FMA), and half the blocks. Against one half (2026-11-27, H100, µs):
 // 32->32 @32 B = 256 116.8 vs 131.6, 32->64 s2 @32 B = 256 74.3 vs 78.7, 64->128 s2 @16 B = 64 25.7
 // vs 26.1; within 2% elsewhere.
-template <class G, int TN_ = 8, int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1)>
+// CK_ = 4 (layers of at most 4 input channels: RGB stems): lanes (c = lane % 4, mg = lane / 4), 32·TM
+// output channels a half, so no lane idles on the 5 zero channels of an 8-channel tile; TargetBlocks_:
+// the splits' block count (ConvWgradSplits).
+template <class G, int TN_ = 8, int TM_ = 4, int MH_ = (TM_ == 4 ? 2 : 1), int CK_ = 8, int TargetBlocks_ = 512 / MH_>
 struct ConvPatchWgrad {
-  static constexpr int TM = TM_, MH = MH_, BM = 4 * TM * MH, CK = 8, warps = 4 * MH, threads = 32 * warps, TN = TN_;
+  static constexpr int TM = TM_, MH = MH_, CK = CK_, MGS = 32 / CK_;  // MGS: channel groups (mg) of a warp
+  static constexpr int BM = MGS * TM * MH, warps = 4 * MH, threads = 32 * warps, TN = TN_;
   static constexpr int min_blocks = (TM == 4 ? 4 : 3) / MH;  // at most 128 registers (TM = 8: 168)
   static constexpr int K = G::K, KK = K * K, P = G::P, S = G::S, W = G::W, H = G::H, OW = G::OW, OH = G::OH;
   static constexpr int PGR = OW / TN;  // row segments per output row
@@ -325,7 +329,7 @@ struct ConvPatchWgrad {
   static constexpr int d_floats = BM * DS, x_floats = CK * XS, stages = 2;
   static constexpr int red_floats = warps * 32 * TM * KK;  // the warps' sums at the end
   static constexpr int smem_bytes = max_of(stages * (d_floats + x_floats), red_floats) * 4;
-  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW, 512 / MH>;  // a split's "k step" is one step: TH·OW pixels
+  using Splits = ConvWgradSplits<G, BM, CK * KK, TH * OW, TargetBlocks_>;  // a split's "k step" is one step: TH·OW pixels
   static_assert(TN % 4 == 0 && OW % TN == 0 && OH % TH == 0, "whole 16-byte chunks; steps of whole samples");
   static constexpr bool fits = conv_patch_wgrad_shape<G>() && smem_bytes <= 100 * 1024;
 };
@@ -442,7 +446,7 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   cp_async_pipeline<T::stages>(count, load_step, [&](int stage) {
     const float* X = Xs + stage * T::x_floats + c * T::XS + 4 - P;  // input column −P of row 0
     Bias::add(Ds + stage * T::d_floats, bsum);
-    const float* D = Ds + stage * T::d_floats + (4 * h + mg) * TM * T::DS;
+    const float* D = Ds + stage * T::d_floats + (T::MGS * h + mg) * TM * T::DS;
 #pragma unroll
     for (int s0 = 0; s0 < T::SEGS; s0 += 4) {
       const int seg = s0 + wi;
@@ -498,8 +502,8 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   constexpr int run = T::CK * KK;  // a channel m's taps of channels c0 .. c0 + 8: contiguous in dW
   const int valid_run = min_of(run, (G::C - c0) * KK);
   for (int e = threadIdx.x; e < T::BM * run; e += T::threads) {
-    const int mm = e / run, r = e % run, mh = mm % (4 * TM);
-    const int at = (mm / (4 * TM)) * 4 * 32 * LS + (r / KK + T::CK * (mh / TM)) * LS + (mh % TM) * KK + r % KK;
+    const int mm = e / run, r = e % run, mh = mm % (T::MGS * TM);
+    const int at = (mm / (T::MGS * TM)) * 4 * 32 * LS + (r / KK + T::CK * (mh / TM)) * LS + (mh % TM) * KK + r % KK;
     if (m0 + mm >= G::Out) break;
     if (r >= valid_run) continue;
     float v = sums[at];
@@ -509,15 +513,22 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   }
 }
 
+// The rule's tile: two halves of 4 warps; where C <= 4 (RGB stems) lanes of 4 input channels, 2 output
+// channels a thread, about 256 blocks (2026-11-28, conv_bench, H100, 3->32 @32 with the sum: 12.3 ->
+// 8.8 µs at B = 64, 33.6 -> 21.5 at 256; one half with 4 channels a thread 9.6 / 23.7; 128 or 512
+// blocks 9.3-11.0 / 23.4-24.0). The 8-channel tile left 5 of every 8 lanes on zeros there.
+template <class G>
+using ConvPatchWgradRule = std::conditional_t<(G::C <= 4), ConvPatchWgrad<G, 8, 2, 2, 4, 256>, ConvPatchWgrad<G>>;
+
 template <class G>
 constexpr bool conv_patch_wgrad_fits() {
   if constexpr (!conv_patch_wgrad_shape<G>()) return false;  // the tile exists only for these
-  else return ConvPatchWgrad<G>::fits;
+  else return ConvPatchWgradRule<G>::fits;
 }
 template <class G>
 constexpr std::size_t conv_patch_wgrad_workspace_floats(int max_batch) {
   if constexpr (!conv_patch_wgrad_fits<G>()) return 0;
-  else return ConvPatchWgrad<G>::Splits::workspace_floats(max_batch);
+  else return ConvPatchWgradRule<G>::Splits::workspace_floats(max_batch);
 }
 
 // x and dy are copied 16 bytes at a time.
@@ -546,7 +557,7 @@ void launch_conv_patch_wgrad_kernel(cudaStream_t stream, const float* x, const f
   sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db, Launch::dependent);
 }
 
-template <class G, class T = ConvPatchWgrad<G>>
+template <class G, class T = ConvPatchWgradRule<G>>
 void launch_conv_patch_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                              float* db, int batch) {
   launch_conv_patch_wgrad_kernel<G, T, kernel_conv_patch_wgrad<G, T>>(stream, x, dy, partials, dw, db, batch);

@@ -216,10 +216,20 @@ void launch_conv_patch_wgrad_mma(cudaStream_t stream, const float* x, const floa
 }
 
 // The TF32 rule for the weight gradient of the implicit-GEMM family: this kernel where it fits (and x
-// and dy are aligned), else conv_mma.cuh's gathering one.
+// and dy are aligned), else conv_mma.cuh's gathering one. Where C <= 4 and the batch is at most
+// tf32_wgrad_fp32_stem_max_batch, the FP32 patch kernel's tile of 4-channel lanes instead: this
+// kernel's m16n8k8 tiles hold 3 channels of 8 there, and its splits are short. vgg's TF32 epochs
+// (cifar_bench, H100, 2026-11-28, with the Dense change of that day where it applies): batch 32 0.2134 ->
+// 0.2053-0.2062 s, 64 0.1407 -> 0.1362-0.1364; but 128 0.1022-0.1040 -> 0.1032-0.1035 and 256
+// 0.0862-0.0869 -> 0.0869-0.0877, where the FP32 kernel, beside the 32->32 weight gradient at the end of
+// the step, lasts longer than this one (58 against 55 µs at 256 on the timeline).
+inline constexpr int tf32_wgrad_fp32_stem_max_batch = 64;
 template <class G>
 void launch_conv_tf32_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                             float* db, int batch) {
+  if constexpr (G::C <= 4 && conv_patch_wgrad_fits<G>())
+    if (batch <= tf32_wgrad_fp32_stem_max_batch && conv_patch_wgrad_aligned(x, dy))
+      return launch_conv_patch_wgrad<G>(stream, x, dy, partials, dw, db, batch);
   if constexpr (conv_patch_wgrad_mma_fits<G>())
     if (conv_patch_wgrad_aligned(x, dy)) return launch_conv_patch_wgrad_mma<G>(stream, x, dy, partials, dw, db, batch);
   launch_conv_wgrad_mma<G>(stream, x, dy, partials, dw, db, batch);

@@ -206,7 +206,7 @@ struct cuda_layer<Dense<N>, In> {
   using Split = kernels::DenseSplitK<N, I>;
   // Partials of the dW/db reduction (none when the batch fits one chunk, or for a large layer, whose
   // larger batches take cuBLAS: see backward), or of the split forward.
-  static constexpr bool large = std::size_t(N) * I >= (std::size_t(1) << 18);
+  static constexpr bool large = std::size_t(N) * I >= dense_large_weights;
   static constexpr std::size_t workspace_floats(int max_batch) {
     return kernels::max_of(large ? 0 : Wg::workspace_floats(max_batch), Split::workspace_floats(max_batch));
   }
@@ -269,7 +269,13 @@ struct cuda_layer<Dense<N>, In> {
   static void backward_with(const CudaContext& ctx, const float* w, const float* x, const float*,
                             const float* dy, float* dx, float* dw, float* db, int batch) {
     kernels::check_batch(batch, "Dense backward");
-    const float one = 1.f, zero = 0.f;
+    weights_with<How>(ctx, x, dy, dw, db, batch);
+    if (dx) backward_data(ctx, w, dy, dx, batch);
+  }
+
+  // dW and db, one way or the other (see backward).
+  template <DenseGrad How>
+  static void weights_with(const CudaContext& ctx, const float* x, const float* dy, float* dw, float* db, int batch) {
     if constexpr (How == DenseGrad::reduction) {
       const int chunks = Wg::chunks(batch);
       if (chunks > 1) kernels::check_workspace(ctx, std::size_t(chunks) * Wg::E, "Dense backward", batch);
@@ -279,24 +285,38 @@ struct cuda_layer<Dense<N>, In> {
       CTNN_CHECK_LAUNCH();
       if (chunks > 1) kernels::sum_partials(ctx.stream, ctx.workspace, chunks, Wg::E, N * I, dw, db);
     } else {
+      const float one = 1.f, zero = 0.f;
       CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, I, N, batch, &one, x, I, dy, N,
                                     &zero, dw, I));
       // db: column sums of dy [batch][N], the same fixed-order reduction as the partials of stage 2.
       kernels::sum_partials(ctx.stream, dy, batch, N, N, db, nullptr);
     }
-    if (dx)
-      CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_N, I, batch, N, &one, w, I, dy, N,
-                                    &zero, dx, I));
   }
 
   // The rule: ctnn's reduction for small layers (LeNet-5's: as fast as cuBLAS or faster, above) and for
   // batches of one chunk, cuBLAS's GEMM for large layers at larger batches, where the reduction's
   // chunks and their sum cost more (a CIFAR head, 4096 -> 256, on an H100: vgg epochs at batch 256
   // 2.3% faster; at batch 64, one chunk, the same).
+  static bool weights_use_blas(int batch) { return large && Wg::chunks(batch) > 1; }
   static void backward(const CudaContext& ctx, const float* w, const float* x, const float* y,
                        const float* dy, float* dx, float* dw, float* db, int batch) {
-    if (large && Wg::chunks(batch) > 1) backward_with<DenseGrad::cublas>(ctx, w, x, y, dy, dx, dw, db, batch);
+    if (weights_use_blas(batch)) backward_with<DenseGrad::cublas>(ctx, w, x, y, dy, dx, dw, db, batch);
     else backward_with<DenseGrad::reduction>(ctx, w, x, y, dy, dx, dw, db, batch);
+  }
+
+  // The two halves of backward apart (a network runs the weights on a second stream, where the rule's
+  // way needs no cuBLAS: weights_use_blas false): dW and db; the input gradient dx (through cuBLAS).
+  static void backward_weights(const CudaContext& ctx, const float* x, const float* dy, float* dw, float* db,
+                               int batch) {
+    kernels::check_batch(batch, "Dense backward");
+    if (weights_use_blas(batch)) weights_with<DenseGrad::cublas>(ctx, x, dy, dw, db, batch);
+    else weights_with<DenseGrad::reduction>(ctx, x, dy, dw, db, batch);
+  }
+  static void backward_data(const CudaContext& ctx, const float* w, const float* dy, float* dx, int batch) {
+    kernels::check_batch(batch, "Dense backward");
+    const float one = 1.f, zero = 0.f;
+    CTNN_CUBLAS_CHECK(cublasSgemm(ctx.blas, CUBLAS_OP_N, CUBLAS_OP_N, I, batch, N, &one, w, I, dy, N,
+                                  &zero, dx, I));
   }
 };
 

@@ -1,12 +1,19 @@
 #pragma once
 // Dense<N>: fully connected, y = W·x + b over the flattened input (C,H,W order, as PyTorch).
 // Weight [N][In], bias [N].
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "../core/layer.hpp"
 
 namespace ctnn {
+
+// A Dense with at least this many weights (N·I) is large: on the device its backward at batches of
+// several chunks goes through cuBLAS's GEMM and its weight gradient may run on the fused backward's
+// second stream (kernels/dense.cuh), and the fusion planner keeps it out of dense chains
+// (network/fusion.hpp). A CIFAR head, 4096 -> 256, is large; LeNet-5's layers are not.
+inline constexpr std::size_t dense_large_weights = std::size_t(1) << 18;
 
 template <int N>
 struct Dense : layer_tag {

@@ -830,7 +830,8 @@ class CudaNetwork {
   // that folds the backward of the activation below it does so where that activation runs layer by
   // layer (its group is not fused at this batch) and the kernel has the epilogue (grad_folded); the
   // activation's own backward then launches nothing. A Conv's weight gradient goes to weights_context(i),
-  // its data gradient to stream().
+  // its data gradient to stream(); so does a large Dense's where its weight gradient needs no cuBLAS
+  // (the second stream has no handle).
   template <std::size_t i>
   void backward_layer_folding(int batch, std::size_t top) {
     if constexpr (is_activation_layer_v<typename Net::template layer_at<i>>)
@@ -850,6 +851,16 @@ class CudaNetwork {
         if (grad_folded_[i]) return;  // (a pooling has no parameters; a Conv's weight gradient is above)
       }
     }
+    if constexpr (requires { layer_kernels<i>::large; &layer_kernels<i>::weights_use_blas; })
+      if (layer_kernels<i>::large && i > 0 && concurrent_weight_gradients_ && !layer_kernels<i>::weights_use_blas(batch)) {
+        // A large Dense (a CIFAR head: ~10 µs of weight gradient at batch 64) whose weight gradient needs
+        // no cuBLAS: that beside, its data gradient on stream().
+        layer_kernels<i>::backward_weights(weights_context(i), activation(i), activation_grad(i + 1),
+                                           grads() + plan::weight_offset[i], grads() + plan::bias_offset[i], batch);
+        layer_kernels<i>::backward_data(ctx_, params() + plan::weight_offset[i], activation_grad(i + 1),
+                                        activation_grad(i), batch);
+        return;
+      }
     if constexpr (!conv) backward_layer<i>(batch, top);
     else if constexpr (i > 0)
       layer_kernels<i>::template backward_data_with<ConvAlgo::automatic>(

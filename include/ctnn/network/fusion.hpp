@@ -124,9 +124,9 @@ constexpr auto group_roles(const std::array<LayerRole, L>& role, const std::arra
 }
 }  // namespace detail
 
-// A Dense with at least this many weights is wide (see the rules at the top): 2^18, where Dense's
-// backward also turns to cuBLAS's GEMM (kernels/dense.cuh).
-inline constexpr std::size_t dense_chain_wide_weights = std::size_t(1) << 18;
+// A Dense with at least this many weights is wide (see the rules at the top): a large Dense
+// (layers/dense.hpp), whose backward also turns to cuBLAS's GEMM (kernels/dense.cuh).
+inline constexpr std::size_t dense_chain_wide_weights = dense_large_weights;
 
 template <class Net>
 struct FusionPlan {
