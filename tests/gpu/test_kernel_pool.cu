@@ -71,6 +71,27 @@ void test_pool(Tally& t, const char* name, std::initializer_list<int> batches, s
     };
     folded(relu_fn{});
     folded(sigmoid_fn{});
+
+    // Where two windows a thread run (2 × 2 tiled, W % 4 == 0): the one-window kernels give the same bits.
+    if constexpr (kernels::pool_pairs<typename Dev::dims>) {
+      using G = typename Dev::dims;
+      constexpr int T = kernels::pool_threads;
+      Dev::forward(ctx, nullptr, nullptr, d_x.ptr, d_y.ptr, batch);
+      stream.sync();
+      const std::vector<float> y_pairs = d_y.download();
+      d_y.poison();
+      kernels::kernel_pool_forward<L::kind, G><<<kernels::grid_for(ny, T), T, 0, stream.s>>>(d_x.ptr, d_y.ptr, ny);
+      stream.sync();
+      t(same_bits(d_y.download(), y_pairs, label(batch, "forward, two windows a thread = one")));
+      Dev::template backward_data_act<relu_fn>(ctx, nullptr, d_x.ptr, d_dy.ptr, d_dx.ptr, batch);
+      stream.sync();
+      const std::vector<float> dx_pairs = d_dx.download();
+      d_dx.poison();
+      kernels::kernel_pool_backward_tiled<L::kind, G, relu_fn>
+          <<<kernels::grid_for(ny, T), T, 0, stream.s>>>(d_x.ptr, d_dy.ptr, d_dx.ptr, ny);
+      stream.sync();
+      t(same_bits(d_dx.download(), dx_pairs, label(batch, "backward with ReLU's, two windows a thread = one")));
+    }
   }
 }
 
@@ -94,6 +115,9 @@ int main() {
     // (gradient 0), so the per-window kernel does not apply.
     test_pool<Pool<2>, Shape<3, 9, 11>>(t, "max 2 on odd sizes", {1, 37, 64}, 28, true);
     test_pool<AvgPool<3>, Shape<2, 12, 9>>(t, "avg 3 per window", {1, 37, 64}, 29, false);
+    // The CIFAR network's pools (two windows a thread: 2 × 2 on rows of 32 and 16).
+    test_pool<Pool<2>, Shape<32, 32, 32>>(t, "CIFAR max 2 at 32x32", {1, 37, 64}, 30, true);
+    test_pool<AvgPool<2>, Shape<8, 16, 16>>(t, "avg 2 at 16x16", {1, 37}, 31, false);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     t(false);

@@ -5,7 +5,9 @@
 // cover it, in the host's (oy, ox) order), so there are no atomics and the result equals the host's
 // float accumulation bit for bit. When the windows tile the input exactly (stride K, no padding, K
 // divides H and W: LeNet-5's pools), each thread instead takes one window and writes its K·K
-// gradients, finding the window's maximum once instead of once per element.
+// gradients, finding the window's maximum once instead of once per element; for 2 × 2 windows on rows
+// of a multiple of 4 inputs (the CIFAR networks' pools) a thread takes two neighbouring windows, with
+// 16-byte loads and stores (the pair kernels below; the same arithmetic, so the same bits).
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
@@ -150,6 +152,81 @@ kernel_pool_backward_tiled(const float* __restrict__ x,   // [planes][H][W]
     }
 }
 
+// --- Two windows a thread ----------------------------------------------------------------------------
+// Tiled 2 × 2 windows, W % 4 == 0: windows (oy, 2p) and (oy, 2p + 1) read input rows 2·oy and 2·oy + 1,
+// columns 4p .. 4p + 3: one 16-byte load (and store, backward) per row, where the one-window kernels'
+// 4-byte accesses touch every other float of a warp's span (2026-11-28). The windows' values in the
+// one-window kernels' order (row-major), so the results are theirs bit for bit.
+template <class G>
+inline constexpr bool pool_pairs = G::valid && G::tiled && G::K == 2 && G::W % 4 == 0;
+
+template <PoolKind Kind>
+__device__ __forceinline__ float pool_window_value(float v00, float v01, float v10, float v11) {
+  if constexpr (Kind == PoolKind::max) {
+    const float v[4] = {v00, v01, v10, v11};
+    float acc = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc = v[k] > acc ? v[k] : acc;  // as kernel_pool_forward
+    return acc;
+  } else {
+    return ((((0.f + v00) + v01) + v10) + v11) / 4.f;  // as kernel_pool_forward: 0 + each in order, / (K·K)
+  }
+}
+
+template <PoolKind Kind, class G>
+__global__ void __launch_bounds__(pool_threads)
+kernel_pool_forward_pairs(const float* __restrict__ x,  // [planes][H][W], 16-byte aligned
+                          float* __restrict__ y,        // [planes][OH][OW], 8-byte aligned
+                          std::size_t pairs)            // planes·OH·OW / 2
+{
+  static_assert(pool_pairs<G>, "2 × 2 tiled windows, W % 4 == 0");
+  const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
+  if (i >= pairs) return;
+  constexpr int PR = G::OW / 2;  // pairs per output row
+  const std::size_t plane = i / (std::size_t(G::OH) * PR);
+  const int r = int(i % (std::size_t(G::OH) * PR)), oy = r / PR, p = r % PR;
+  const float* row = x + plane * G::HW + std::size_t(2 * oy) * G::W + 4 * p;
+  const float4 a = *reinterpret_cast<const float4*>(row), b = *reinterpret_cast<const float4*>(row + G::W);
+  *reinterpret_cast<float2*>(y + plane * G::OHW + oy * G::OW + 2 * p) =
+      make_float2(pool_window_value<Kind>(a.x, a.y, b.x, b.y), pool_window_value<Kind>(a.z, a.w, b.z, b.w));
+}
+
+template <PoolKind Kind, class G, class Fn = identity_fn>
+__global__ void __launch_bounds__(pool_threads)
+kernel_pool_backward_pairs(const float* __restrict__ x,   // [planes][H][W], 16-byte aligned
+                           const float* __restrict__ dy,  // [planes][OH][OW], 8-byte aligned
+                           float* __restrict__ dx,        // [planes][H][W], 16-byte aligned
+                           std::size_t pairs)             // planes·OH·OW / 2
+{
+  static_assert(pool_pairs<G>, "2 × 2 tiled windows, W % 4 == 0");
+  const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
+  if (i >= pairs) return;
+  constexpr int PR = G::OW / 2;
+  const std::size_t plane = i / (std::size_t(G::OH) * PR);
+  const int r = int(i % (std::size_t(G::OH) * PR)), oy = r / PR, p = r % PR;
+  const std::size_t at = plane * G::HW + std::size_t(2 * oy) * G::W + 4 * p;
+  const float4 a = *reinterpret_cast<const float4*>(x + at), b = *reinterpret_cast<const float4*>(x + at + G::W);
+  const float2 g = *reinterpret_cast<const float2*>(dy + plane * G::OHW + oy * G::OW + 2 * p);
+  // One window's four gradients (row-major: v00, v01, v10, v11), as kernel_pool_backward_tiled.
+  auto window = [](float gw, float v00, float v01, float v10, float v11, float (&out)[4]) {
+    const float v[4] = {v00, v01, v10, v11};
+    int best = 0;
+    if constexpr (Kind == PoolKind::max)
+      for (int k = 1; k < 4; ++k)
+        if (v[k] > v[best]) best = k;  // the first maximum (pool_argmax)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (Kind == PoolKind::max) out[k] = pool_grad_out<Fn>(k == best ? 0.f + gw : 0.f, v[k]);
+      else out[k] = pool_grad_out<Fn>(0.f + gw / float(G::K * G::K), v[k]);
+    }
+  };
+  float w0[4], w1[4];
+  window(g.x, a.x, a.y, b.x, b.y, w0);
+  window(g.y, a.z, a.w, b.z, b.w, w1);
+  *reinterpret_cast<float4*>(dx + at) = make_float4(w0[0], w0[1], w1[0], w1[1]);
+  *reinterpret_cast<float4*>(dx + at + G::W) = make_float4(w0[2], w0[3], w1[2], w1[3]);
+}
+
 }  // namespace kernels
 
 // Shared by Pool and AvgPool (distinct types, so each gets its own specialisation below).
@@ -166,6 +243,14 @@ struct cuda_pooling {
                       int batch) {
     kernels::check_batch(batch, Layer::name);
     const std::size_t outputs = std::size_t(batch) * bound::out_size;
+    if constexpr (kernels::pool_pairs<dims>)
+      if (kernels::aligned_to(x, 16) && kernels::aligned_to(y, 8)) {
+        kernels::kernel_pool_forward_pairs<kind, dims>
+            <<<kernels::grid_for(outputs / 2, kernels::pool_threads), kernels::pool_threads, 0, ctx.stream>>>(
+                x, y, outputs / 2);
+        CTNN_CHECK_LAUNCH();
+        return;
+      }
     kernels::kernel_pool_forward<kind, dims>
         <<<kernels::grid_for(outputs, kernels::pool_threads), kernels::pool_threads, 0, ctx.stream>>>(
             x, y, outputs);
@@ -187,6 +272,14 @@ struct cuda_pooling {
                                 int batch) {
     kernels::check_batch(batch, Layer::name);
     constexpr int T = kernels::pool_threads;
+    if constexpr (kernels::pool_pairs<dims>)
+      if (kernels::aligned_to(x, 16) && kernels::aligned_to(dy, 8) && kernels::aligned_to(dx, 16)) {
+        const std::size_t pairs = std::size_t(batch) * bound::out_size / 2;
+        kernels::kernel_pool_backward_pairs<kind, dims, Fn>
+            <<<kernels::grid_for(pairs, T), T, 0, ctx.stream>>>(x, dy, dx, pairs);
+        CTNN_CHECK_LAUNCH();
+        return true;
+      }
     if constexpr (dims::tiled) {
       const std::size_t outputs = std::size_t(batch) * bound::out_size;
       kernels::kernel_pool_backward_tiled<kind, dims, Fn>
