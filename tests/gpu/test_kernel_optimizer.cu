@@ -5,8 +5,11 @@
 // a run of zero padding that must stay zero. Both run Opt::update with every operation rounded on its
 // own, so parameters and state must be bitwise equal. Last, the kernel captured once in a CUDA graph
 // follows records changed between replays.
+#include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ctnn/kernels/optimizer.cuh>
@@ -36,7 +39,7 @@ std::vector<float> fresh_state(std::size_t n, std::uint64_t seed, std::size_t pa
 
 template <class Opt>
 void test_steps(Tally& t, const char* label, const typename Opt::Options& o, std::size_t n, int offset,
-                std::uint64_t seed) {
+                std::uint64_t seed, bool ranges = false) {
   Opt::validate(o);
   Stream stream;
   const std::size_t S = Opt::state_slots, pad_at = n / 3, pad = n >= 24 ? 13 : 0;
@@ -52,14 +55,22 @@ void test_steps(Tally& t, const char* label, const typename Opt::Options& o, std
     const auto h = Opt::hyper(o, lrs[step], step + 1);
     d_h.upload(std::vector<float>(h.begin(), h.end()));
     CTNN_CUDA_CHECK(cudaMemcpy(d_g.ptr + offset, g.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    kernels::optimizer_step<Opt>(stream.s, d_p.ptr + offset, d_g.ptr + offset, d_s.ptr + offset, n, d_h.ptr);
+    if (ranges) {  // three ranges, each its own launch (optimizer_step_range): [0, a), [a, a + 3), [a + 3, n)
+      const std::size_t a = std::min<std::size_t>(n, 4 * (n / 12)), b = std::min(n, a + 3);
+      for (const auto& [first, end] : {std::pair{std::size_t{0}, a}, std::pair{a, b}, std::pair{b, n}})
+        kernels::optimizer_step_range<Opt>(stream.s, d_p.ptr + offset, d_g.ptr + offset, d_s.ptr + offset, n, first,
+                                           end - first, d_h.ptr);
+    } else {
+      kernels::optimizer_step<Opt>(stream.s, d_p.ptr + offset, d_g.ptr + offset, d_s.ptr + offset, n, d_h.ptr);
+    }
     optimizer_step<Opt>(p.data(), g.data(), state.data(), n, h.data());
     stream.sync();
   }
   std::vector<float> gp(n), gs(S * n);
   CTNN_CUDA_CHECK(cudaMemcpy(gp.data(), d_p.ptr + offset, n * sizeof(float), cudaMemcpyDeviceToHost));
   CTNN_CUDA_CHECK(cudaMemcpy(gs.data(), d_s.ptr + offset, S * n * sizeof(float), cudaMemcpyDeviceToHost));
-  const std::string what = std::string(label) + " n=" + std::to_string(n) + " offset " + std::to_string(offset);
+  const std::string what = std::string(label) + " n=" + std::to_string(n) + " offset " + std::to_string(offset) +
+                           (ranges ? " in three ranges" : "");
   t(same_bits(gp, p, (what + ": params").c_str()));
   t(same_bits(gs, state, (what + ": state").c_str()));
   bool zero = true;
@@ -77,6 +88,19 @@ void test_sizes(Tally& t, const char* label, const typename Opt::Options& o, std
   test_steps<Opt>(t, label, o, 1'001, 0, seed + 1);   // n % 4 != 0: the scalar path
   test_steps<Opt>(t, label, o, 1'024, 1, seed + 2);   // misaligned: the scalar path
   test_steps<Opt>(t, label, o, 3, 0, seed + 3);       // shorter than one vector
+  test_steps<Opt>(t, label, o, 61'760, 0, seed + 4, true);  // ranges: vector, scalar (3 floats), scalar (misaligned)
+  test_steps<Opt>(t, label, o, 1'001, 0, seed + 5, true);
+  // A range past the block is refused before anything is launched.
+  DeviceBuffer<float> d(8), d_h(Opt::hyper_count);
+  bool threw = false;
+  try {
+    kernels::optimizer_step_range<Opt>(nullptr, d.ptr, d.ptr, d.ptr, 4, 2, 3, d_h.ptr);
+  } catch (const std::invalid_argument& e) {
+    threw = true;
+    std::printf("ok   %s: a range past the block refused: %s\n", label, e.what());
+  }
+  if (!threw) std::printf("FAIL %s: a range past the block was accepted\n", label);
+  t(threw);
 }
 
 // One launch captured in a graph; the record in device memory changes between replays.

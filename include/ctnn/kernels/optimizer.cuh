@@ -25,8 +25,8 @@ template <class Opt, bool Vec4>
 __global__ void __launch_bounds__(optimizer_threads)
 kernel_optimizer_step(float* __restrict__ param,        // [n]
                       const float* __restrict__ grad,   // [n]
-                      float* __restrict__ state,        // [state_slots][n]
-                      std::size_t n,
+                      float* __restrict__ state,        // state_slots slots of n floats, stride apart
+                      std::size_t n, std::size_t stride,
                       const float* __restrict__ hyper,  // [hyper_count], Opt::hyper(...) of this step
                       std::uint32_t* __restrict__ advance)  // a step cursor (data.cuh) to advance, or null
 {
@@ -48,7 +48,7 @@ kernel_optimizer_step(float* __restrict__ param,        // [n]
     to_array4(reinterpret_cast<const float4*>(param)[t], p);
     to_array4(reinterpret_cast<const float4*>(grad)[t], g);
 #pragma unroll
-    for (int k = 0; k < S; ++k) to_array4(reinterpret_cast<const float4*>(state + std::size_t(k) * n)[t], s[k]);
+    for (int k = 0; k < S; ++k) to_array4(reinterpret_cast<const float4*>(state + std::size_t(k) * stride)[t], s[k]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       float sj[SA];  // element j's state, slot by slot
@@ -60,40 +60,58 @@ kernel_optimizer_step(float* __restrict__ param,        // [n]
     }
     reinterpret_cast<float4*>(param)[t] = to_float4(p);
 #pragma unroll
-    for (int k = 0; k < S; ++k) reinterpret_cast<float4*>(state + std::size_t(k) * n)[t] = to_float4(s[k]);
+    for (int k = 0; k < S; ++k) reinterpret_cast<float4*>(state + std::size_t(k) * stride)[t] = to_float4(s[k]);
   } else {
     if (t >= n) return;
     float p = param[t];
     float s[SA];
 #pragma unroll
-    for (int k = 0; k < S; ++k) s[k] = state[std::size_t(k) * n + t];
+    for (int k = 0; k < S; ++k) s[k] = state[std::size_t(k) * stride + t];
     Opt::update(p, grad[t], s, 1, h);
     param[t] = p;
 #pragma unroll
-    for (int k = 0; k < S; ++k) state[std::size_t(k) * n + t] = s[k];
+    for (int k = 0; k < S; ++k) state[std::size_t(k) * stride + t] = s[k];
   }
 }
 
-// One step of Opt over n parameter floats: param and state (Opt::state_slots arrays of n floats, back
-// to back) are updated in place from grad and the device record device_hyper (Opt::hyper_count
-// floats, Opt::hyper(options, lr, t) copied to the device).
-// With `advance`, the kernel also adds one to that step cursor (StepCursor::index, data.cuh).
+// One step of Opt over the parameter floats [first, first + count) of a block of n: param, grad and
+// state (Opt::state_slots arrays of n floats, back to back) are the block's; they are updated in place
+// from grad and the device record device_hyper (Opt::hyper_count floats, Opt::hyper(options, lr, t)
+// copied to the device). The update is elementwise, so a block stepped in several ranges gets the same
+// bits as in one. With `advance`, the kernel also adds one to that step cursor (StepCursor::index,
+// data.cuh): the step's last kernel.
+template <class Opt>
+void optimizer_step_range(cudaStream_t stream, float* param, const float* grad, float* state, std::size_t n,
+                          std::size_t first, std::size_t count, const float* device_hyper,
+                          std::uint32_t* advance = nullptr) {
+  if (!param || !grad || !device_hyper || (Opt::state_slots > 0 && !state))
+    throw std::invalid_argument(std::string("ctnn: ") + Opt::name +
+                                " step: param, grad, state and the device record must not be null");
+  if (first > n || count > n - first)
+    throw std::invalid_argument(std::string("ctnn: ") + Opt::name + " step: the range [" + std::to_string(first) +
+                                ", " + std::to_string(first + count) + ") is not inside the block of " +
+                                std::to_string(n) + " floats");
+  if (count == 0 && !advance) return;
+  constexpr int T = optimizer_threads;
+  float* p = param + first;
+  const float* g = grad + first;
+  float* st = Opt::state_slots > 0 ? state + first : state;
+  const bool vec4 = count % 4 == 0 && n % 4 == 0 && aligned_to(p, 16) && aligned_to(g, 16) &&
+                    (Opt::state_slots == 0 || aligned_to(st, 16));
+  if (vec4)
+    launch_dependent(kernel_optimizer_step<Opt, true>, grid_for(max_of<std::size_t>(count / 4, 1), T), T, 0, stream, p,
+                     g, st, count, n, device_hyper, advance);
+  else
+    launch_dependent(kernel_optimizer_step<Opt, false>, grid_for(max_of<std::size_t>(count, 1), T), T, 0, stream, p, g,
+                     st, count, n, device_hyper, advance);
+}
+
+// The whole block: [0, n).
 template <class Opt>
 void optimizer_step(cudaStream_t stream, float* param, const float* grad, float* state, std::size_t n,
                     const float* device_hyper, std::uint32_t* advance = nullptr) {
   if (n == 0) return;
-  if (!param || !grad || !device_hyper || (Opt::state_slots > 0 && !state))
-    throw std::invalid_argument(std::string("ctnn: ") + Opt::name +
-                                " step: param, grad, state and the device record must not be null");
-  constexpr int T = optimizer_threads;
-  const bool vec4 = n % 4 == 0 && aligned_to(param, 16) && aligned_to(grad, 16) &&
-                    (Opt::state_slots == 0 || aligned_to(state, 16));
-  if (vec4)
-    launch_dependent(kernel_optimizer_step<Opt, true>, grid_for(n / 4, T), T, 0, stream, param, grad, state, n,
-                     device_hyper, advance);
-  else
-    launch_dependent(kernel_optimizer_step<Opt, false>, grid_for(n, T), T, 0, stream, param, grad, state, n,
-                     device_hyper, advance);
+  optimizer_step_range<Opt>(stream, param, grad, state, n, 0, n, device_hyper, advance);
 }
 
 }  // namespace ctnn::kernels

@@ -37,6 +37,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -483,6 +484,15 @@ class CudaNetwork {
   // The results are the same bits either way; the switch is for measuring (docs/fusion.md).
   void set_concurrent_weight_gradients(bool on) { concurrent_weight_gradients_ = on; }
   bool concurrent_weight_gradients() const { return concurrent_weight_gradients_; }
+  // Called by the fused backward (loss_pass_fused), at enqueue time, with a range [first, first + count)
+  // of parameter floats whose gradients are final and which no later kernel of the pass reads, and the
+  // stream on which they are ready (the second stream, which stream() joins at the end of the pass): a
+  // trainer enqueues their optimizer step there, beside the rest of the backward. Today the block of a
+  // large Dense whose weight gradient runs on the second stream (its weights, its bias and their
+  // padding): a dense chain's too would cost LeNet-5 a launch (its step has the 10 issue 9 allows). An
+  // empty function (the default): none.
+  using ParametersDone = std::function<void(std::size_t first, std::size_t count, cudaStream_t stream)>;
+  void on_parameters_done(ParametersDone f) { parameters_done_ = std::move(f); }
   // Where layers that draw random numbers find the training step's number and the run's seed (see
   // CudaContext::step); set by the trainer before it captures a step.
   void set_random(const std::uint64_t* device_step, std::uint64_t seed) {
@@ -859,12 +869,23 @@ class CudaNetwork {
                                            grads() + plan::weight_offset[i], grads() + plan::bias_offset[i], batch);
         layer_kernels<i>::backward_data(ctx_, params() + plan::weight_offset[i], activation_grad(i + 1),
                                         activation_grad(i), batch);
+        if (parameters_done_) {  // its parameters, once the data gradient (which reads the weights) is done
+          CTNN_CUDA_CHECK(cudaEventRecord(fork_, ctx_.stream));
+          CTNN_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+          parameters_done_(plan::weight_offset[i], params_end(i) - plan::weight_offset[i], side_stream_);
+        }
         return;
       }
     if constexpr (!conv) backward_layer<i>(batch, top);
     else if constexpr (i > 0)
       layer_kernels<i>::template backward_data_with<ConvAlgo::automatic>(
           ctx_, params() + plan::weight_offset[i], activation_grad(i + 1), activation_grad(i), batch);
+  }
+
+  // The end of layer i's block of parameter floats (its weights, its bias, their padding): where the
+  // next layer's begins.
+  static constexpr std::size_t params_end(std::size_t i) {
+    return i + 1 < L ? plan::weight_offset[i + 1] : plan::param_floats;
   }
 
   // The context for the weight gradient of layer i in the fused backward: the second stream, once it has
@@ -985,6 +1006,7 @@ class CudaNetwork {
   CudaContext ctx_{};
   cudaStream_t side_stream_ = nullptr;  // the weight gradients of the fused backward (weights_context)
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  ParametersDone parameters_done_;  // see on_parameters_done
   bool side_forked_ = false;  // the second stream has work that stream() has not yet waited for
   bool concurrent_weight_gradients_ = true;
   std::array<bool, L + 1> grad_folded_{};  // see grad_folded

@@ -250,10 +250,32 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
         labels(), data.targets(), data.target_width(), targets(), step);
     kernels::LossRun<Loss> run = loss_run(data.target_width() > 0, data.loss(), data.correct());
     run.first = cursor(), run.first_stride = std::size_t(batch_);
-    net_.loss_pass_fused(batch, Mode::train, run, true, &gather);
+    // Parameters the pass reports done early (a large Dense's, on the second stream) take their
+    // optimizer step there, beside the rest of the backward; the others after the pass, the last
+    // kernel advancing the cursor. Elementwise: the same bits as one step over all.
+    std::vector<std::pair<std::size_t, std::size_t>> early;  // [first, end), in the order reported
+    struct Reset {  // the callback refers to `early`: never left set past this pass
+      network_type& net;
+      ~Reset() { net.on_parameters_done(nullptr); }
+    } reset{net_};
     if (update)
-      kernels::optimizer_step<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, record()->hyper,
-                                 cursor());
+      net_.on_parameters_done([&](std::size_t first, std::size_t count, cudaStream_t side) {
+        kernels::optimizer_step_range<O>(side, net_.params(), net_.grads(), opt_state(), plan::param_floats, first,
+                                         count, record()->hyper);
+        early.emplace_back(first, first + count);
+      });
+    net_.loss_pass_fused(batch, Mode::train, run, true, &gather);
+    if (!update || plan::param_floats == 0) return;
+    std::sort(early.begin(), early.end());
+    std::size_t at = 0;
+    for (const auto& [first, end] : early) {  // the gaps before each early range
+      if (first > at)
+        kernels::optimizer_step_range<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, at,
+                                         first - at, record()->hyper);
+      at = end;
+    }
+    kernels::optimizer_step_range<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, at,
+                                     plan::param_floats - at, record()->hyper, cursor());
   }
 
   // The step's labels (and targets), and where the loss of each sample goes.
