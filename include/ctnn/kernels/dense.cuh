@@ -298,14 +298,14 @@ struct cuda_layer<Dense<N>, In> {
   // chunks and their sum cost more (a CIFAR head, 4096 -> 256, on an H100: vgg epochs at batch 256
   // 2.3% faster; at batch 64, one chunk, the same).
   static bool weights_use_blas(int batch) { return large && Wg::chunks(batch) > 1; }
-  static void backward(const CudaContext& ctx, const float* w, const float* x, const float* y,
-                       const float* dy, float* dx, float* dw, float* db, int batch) {
-    if (weights_use_blas(batch)) backward_with<DenseGrad::cublas>(ctx, w, x, y, dy, dx, dw, db, batch);
-    else backward_with<DenseGrad::reduction>(ctx, w, x, y, dy, dx, dw, db, batch);
+  static void backward(const CudaContext& ctx, const float* w, const float* x, const float*, const float* dy,
+                       float* dx, float* dw, float* db, int batch) {
+    backward_weights(ctx, x, dy, dw, db, batch);
+    if (dx) backward_data(ctx, w, dy, dx, batch);
   }
 
-  // The two halves of backward apart (a network runs the weights on a second stream, where the rule's
-  // way needs no cuBLAS: weights_use_blas false): dW and db; the input gradient dx (through cuBLAS).
+  // The two halves of backward (a network runs the weights on a second stream, where the rule's way
+  // needs no cuBLAS: weights_use_blas false): dW and db by the rule; the input gradient dx (cuBLAS).
   static void backward_weights(const CudaContext& ctx, const float* x, const float* dy, float* dw, float* db,
                                int batch) {
     kernels::check_batch(batch, "Dense backward");

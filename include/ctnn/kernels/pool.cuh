@@ -173,6 +173,19 @@ __device__ __forceinline__ float pool_window_value(float v00, float v01, float v
   }
 }
 
+// Pair i's offsets: its first input row's first float, its first output.
+template <class G>
+struct PoolPairAt {
+  std::size_t in, out;
+  __device__ explicit PoolPairAt(std::size_t i) {
+    constexpr int PR = G::OW / 2;  // pairs per output row
+    const std::size_t plane = i / (std::size_t(G::OH) * PR);
+    const int r = int(i % (std::size_t(G::OH) * PR)), oy = r / PR, p = r % PR;
+    in = plane * G::HW + std::size_t(2 * oy) * G::W + 4 * p;
+    out = plane * G::OHW + oy * G::OW + 2 * p;
+  }
+};
+
 template <PoolKind Kind, class G>
 __global__ void __launch_bounds__(pool_threads)
 kernel_pool_forward_pairs(const float* __restrict__ x,  // [planes][H][W], 16-byte aligned
@@ -182,12 +195,9 @@ kernel_pool_forward_pairs(const float* __restrict__ x,  // [planes][H][W], 16-by
   static_assert(pool_pairs<G>, "2 × 2 tiled windows, W % 4 == 0");
   const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
   if (i >= pairs) return;
-  constexpr int PR = G::OW / 2;  // pairs per output row
-  const std::size_t plane = i / (std::size_t(G::OH) * PR);
-  const int r = int(i % (std::size_t(G::OH) * PR)), oy = r / PR, p = r % PR;
-  const float* row = x + plane * G::HW + std::size_t(2 * oy) * G::W + 4 * p;
-  const float4 a = *reinterpret_cast<const float4*>(row), b = *reinterpret_cast<const float4*>(row + G::W);
-  *reinterpret_cast<float2*>(y + plane * G::OHW + oy * G::OW + 2 * p) =
+  const PoolPairAt<G> at(i);
+  const float4 a = *reinterpret_cast<const float4*>(x + at.in), b = *reinterpret_cast<const float4*>(x + at.in + G::W);
+  *reinterpret_cast<float2*>(y + at.out) =
       make_float2(pool_window_value<Kind>(a.x, a.y, b.x, b.y), pool_window_value<Kind>(a.z, a.w, b.z, b.w));
 }
 
@@ -201,12 +211,9 @@ kernel_pool_backward_pairs(const float* __restrict__ x,   // [planes][H][W], 16-
   static_assert(pool_pairs<G>, "2 × 2 tiled windows, W % 4 == 0");
   const std::size_t i = std::size_t(blockIdx.x) * pool_threads + threadIdx.x;
   if (i >= pairs) return;
-  constexpr int PR = G::OW / 2;
-  const std::size_t plane = i / (std::size_t(G::OH) * PR);
-  const int r = int(i % (std::size_t(G::OH) * PR)), oy = r / PR, p = r % PR;
-  const std::size_t at = plane * G::HW + std::size_t(2 * oy) * G::W + 4 * p;
-  const float4 a = *reinterpret_cast<const float4*>(x + at), b = *reinterpret_cast<const float4*>(x + at + G::W);
-  const float2 g = *reinterpret_cast<const float2*>(dy + plane * G::OHW + oy * G::OW + 2 * p);
+  const PoolPairAt<G> at(i);
+  const float4 a = *reinterpret_cast<const float4*>(x + at.in), b = *reinterpret_cast<const float4*>(x + at.in + G::W);
+  const float2 g = *reinterpret_cast<const float2*>(dy + at.out);
   // One window's four gradients (row-major: v00, v01, v10, v11), as kernel_pool_backward_tiled.
   auto window = [](float gw, float v00, float v01, float v10, float v11, float (&out)[4]) {
     const float v[4] = {v00, v01, v10, v11};
@@ -223,8 +230,8 @@ kernel_pool_backward_pairs(const float* __restrict__ x,   // [planes][H][W], 16-
   float w0[4], w1[4];
   window(g.x, a.x, a.y, b.x, b.y, w0);
   window(g.y, a.z, a.w, b.z, b.w, w1);
-  *reinterpret_cast<float4*>(dx + at) = make_float4(w0[0], w0[1], w1[0], w1[1]);
-  *reinterpret_cast<float4*>(dx + at + G::W) = make_float4(w0[2], w0[3], w1[2], w1[3]);
+  *reinterpret_cast<float4*>(dx + at.in) = make_float4(w0[0], w0[1], w1[0], w1[1]);
+  *reinterpret_cast<float4*>(dx + at.in + G::W) = make_float4(w0[2], w0[3], w1[2], w1[3]);
 }
 
 }  // namespace kernels
