@@ -39,7 +39,7 @@ std::vector<float> fresh_state(std::size_t n, std::uint64_t seed, std::size_t pa
 
 template <class Opt>
 void test_steps(Tally& t, const char* label, const typename Opt::Options& o, std::size_t n, int offset,
-                std::uint64_t seed, bool ranges = false) {
+                std::uint64_t seed, bool ranges = false, std::size_t hole = 0) {
   Opt::validate(o);
   Stream stream;
   const std::size_t S = Opt::state_slots, pad_at = n / 3, pad = n >= 24 ? 13 : 0;
@@ -55,7 +55,13 @@ void test_steps(Tally& t, const char* label, const typename Opt::Options& o, std
     const auto h = Opt::hyper(o, lrs[step], step + 1);
     d_h.upload(std::vector<float>(h.begin(), h.end()));
     CTNN_CUDA_CHECK(cudaMemcpy(d_g.ptr + offset, g.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    if (ranges) {  // three ranges, each its own launch (optimizer_step_range): [0, a), [a, a + 3), [a + 3, n)
+    if (hole > 0) {  // [a, a + hole) on its own, then the rest in one launch around it
+      const std::size_t a = std::min<std::size_t>(n - hole, 4 * (n / 12));
+      kernels::optimizer_step_range<Opt>(stream.s, d_p.ptr + offset, d_g.ptr + offset, d_s.ptr + offset, n, a, hole,
+                                         d_h.ptr);
+      kernels::optimizer_step_range<Opt>(stream.s, d_p.ptr + offset, d_g.ptr + offset, d_s.ptr + offset, n, 0, n,
+                                         d_h.ptr, nullptr, a, hole);
+    } else if (ranges) {  // three ranges, each its own launch (optimizer_step_range): [0, a), [a, a + 3), [a + 3, n)
       const std::size_t a = std::min<std::size_t>(n, 4 * (n / 12)), b = std::min(n, a + 3);
       for (const auto& [first, end] : {std::pair{std::size_t{0}, a}, std::pair{a, b}, std::pair{b, n}})
         kernels::optimizer_step_range<Opt>(stream.s, d_p.ptr + offset, d_g.ptr + offset, d_s.ptr + offset, n, first,
@@ -70,7 +76,8 @@ void test_steps(Tally& t, const char* label, const typename Opt::Options& o, std
   CTNN_CUDA_CHECK(cudaMemcpy(gp.data(), d_p.ptr + offset, n * sizeof(float), cudaMemcpyDeviceToHost));
   CTNN_CUDA_CHECK(cudaMemcpy(gs.data(), d_s.ptr + offset, S * n * sizeof(float), cudaMemcpyDeviceToHost));
   const std::string what = std::string(label) + " n=" + std::to_string(n) + " offset " + std::to_string(offset) +
-                           (ranges ? " in three ranges" : "");
+                           (hole > 0 ? " around a hole of " + std::to_string(hole)
+                                     : std::string(ranges ? " in three ranges" : ""));
   t(same_bits(gp, p, (what + ": params").c_str()));
   t(same_bits(gs, state, (what + ": state").c_str()));
   bool zero = true;
@@ -90,6 +97,9 @@ void test_sizes(Tally& t, const char* label, const typename Opt::Options& o, std
   test_steps<Opt>(t, label, o, 3, 0, seed + 3);       // shorter than one vector
   test_steps<Opt>(t, label, o, 61'760, 0, seed + 4, true);  // ranges: vector, scalar (3 floats), scalar (misaligned)
   test_steps<Opt>(t, label, o, 1'001, 0, seed + 5, true);
+  test_steps<Opt>(t, label, o, 61'760, 0, seed + 6, false, 4'096);  // one launch around a hole: vector
+  test_steps<Opt>(t, label, o, 61'760, 0, seed + 7, false, 3);      // a hole of 3 floats: scalar
+  test_steps<Opt>(t, label, o, 1'024, 0, seed + 8, false, 1'024 - 4 * (1'024 / 12));  // a hole to the end
   // A range past the block is refused before anything is launched.
   DeviceBuffer<float> d(8), d_h(Opt::hyper_count);
   bool threw = false;
@@ -100,6 +110,15 @@ void test_sizes(Tally& t, const char* label, const typename Opt::Options& o, std
     std::printf("ok   %s: a range past the block refused: %s\n", label, e.what());
   }
   if (!threw) std::printf("FAIL %s: a range past the block was accepted\n", label);
+  t(threw);
+  threw = false;  // and a hole outside the range
+  try {
+    kernels::optimizer_step_range<Opt>(nullptr, d.ptr, d.ptr, d.ptr, 8, 0, 4, d_h.ptr, nullptr, 2, 3);
+  } catch (const std::invalid_argument& e) {
+    threw = true;
+    std::printf("ok   %s: a hole past the range refused: %s\n", label, e.what());
+  }
+  if (!threw) std::printf("FAIL %s: a hole past the range was accepted\n", label);
   t(threw);
 }
 

@@ -268,14 +268,16 @@ class Trainer<Net, cuda, MaxBatch, Opt, Loss>
     if (!update || plan::param_floats == 0) return;
     std::sort(early.begin(), early.end());
     std::size_t at = 0;
-    for (const auto& [first, end] : early) {  // the gaps before each early range
-      if (first > at)
+    for (std::size_t k = 0; k + 1 < early.size(); ++k) {  // the gaps before each early range but the last
+      if (early[k].first > at)
         kernels::optimizer_step_range<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, at,
-                                         first - at, record()->hyper);
-      at = end;
+                                         early[k].first - at, record()->hyper);
+      at = early[k].second;
     }
+    // The rest in one launch, the last early range its hole.
+    const auto [hole, hole_end] = early.empty() ? std::pair<std::size_t, std::size_t>(at, at) : early.back();
     kernels::optimizer_step_range<O>(s, net_.params(), net_.grads(), opt_state(), plan::param_floats, at,
-                                     plan::param_floats - at, record()->hyper, cursor());
+                                     plan::param_floats - at, record()->hyper, cursor(), hole, hole_end - hole);
   }
 
   // The step's labels (and targets), and where the loss of each sample goes.
