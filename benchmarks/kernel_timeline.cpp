@@ -31,7 +31,9 @@ std::mutex kernels_mutex;
 std::vector<Kernel> kernels;
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *size = std::size_t{8} << 20;
+  // One buffer holds ~250,000 records: with 8 MB buffers, runs that needed a second one aborted in
+  // free() at exit (CUDA 13's CUPTI on an H200, 2026-11-28; cause not found).
+  *size = std::size_t{64} << 20;
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
   *max_records = 0;  // as many as fit
 }
