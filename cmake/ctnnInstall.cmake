@@ -48,6 +48,8 @@ function(_ctnn_pc_flags cflags_var libs_var)
     if(NOT TARGET ${item})
       if(item MATCHES "^-")
         list(APPEND libs ${item})     # a flag such as -pthread
+      elseif(IS_ABSOLUTE "${item}")
+        list(APPEND libs ${item})     # a library file by its path (CUDA::cudart's librt.a with newer CMake)
       else()
         list(APPEND libs -l${item})   # a plain library name such as m or dl
       endif()

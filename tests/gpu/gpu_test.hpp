@@ -43,8 +43,14 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // upload and poison wait for the device: a pageable copy or a memset on the legacy default stream may
+  // still be landing when cudaMemcpy / cudaMemset return, and CudaNetwork's streams are non-blocking
+  // (not ordered after the legacy stream), so a kernel there could run before it lands. (On an H200,
+  // test_fusion_lenet failed three checks as that race would: the input it poisons read back as
+  // poison after the first kernel's gather, its gradients then differing; 2026-11-28.)
   void upload(const std::vector<T>& host) {
     CTNN_CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    CTNN_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<T> download() const {
     std::vector<T> host(n);
@@ -52,7 +58,10 @@ struct DeviceBuffer {
     return host;
   }
   // Fills with NaN bit patterns (0xFF bytes) so unwritten elements cannot pass a comparison.
-  void poison() { CTNN_CUDA_CHECK(cudaMemset(ptr, 0xFF, n * sizeof(T))); }
+  void poison() {
+    CTNN_CUDA_CHECK(cudaMemset(ptr, 0xFF, n * sizeof(T)));
+    CTNN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 };
 
 // max |got - want| / (atol + rtol·|want|) must be <= 1; NaN never passes. Prints the worst element.

@@ -80,6 +80,7 @@ void tail_at_large_batch(ctnn_test::Tally& t) {
   gpu.upload_input(x.data(), batch);
   auto pass = [&](bool fused) {
     CTNN_CUDA_CHECK(cudaMemset(gpu.output(), 0xff, std::size_t(batch) * 10 * sizeof(float)));
+    CTNN_CUDA_CHECK(cudaDeviceSynchronize());  // (the network's streams are non-blocking: gpu_test.hpp)
     if (fused) gpu.forward_fused(batch);
     else gpu.forward_groups(batch);
     gpu.synchronize();
