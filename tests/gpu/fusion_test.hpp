@@ -328,8 +328,7 @@ std::size_t fused_pass_kernels(int batch) {
   CudaNetwork<Net, max_batch> gpu(1);
   ctnn_test::DeviceBuffer<std::int32_t> d_labels(max_batch), d_correct(max_batch);
   ctnn_test::DeviceBuffer<float> d_loss(max_batch);
-  CTNN_CUDA_CHECK(cudaMemset(d_labels.ptr, 0, max_batch * sizeof(std::int32_t)));
-  CTNN_CUDA_CHECK(cudaDeviceSynchronize());  // (the network's streams are non-blocking: gpu_test.hpp)
+  ctnn_test::fill_bytes_and_wait(d_labels.ptr, 0, max_batch * sizeof(std::int32_t));
   kernels::LossRun<Loss> run;
   run.labels = d_labels.ptr, run.loss = d_loss.ptr, run.correct = d_correct.ptr;
   CudaGraph graph;

@@ -33,6 +33,16 @@ inline std::vector<float> random_vector(std::size_t n, std::uint64_t seed, float
   return v;
 }
 
+// cudaMemset, then a wait for the device: a memset (or a pageable copy) on the legacy default stream may
+// still be landing when it returns, and CudaNetwork's streams are non-blocking (not ordered after the
+// legacy stream), so a kernel there could run before it lands. (On an H200, test_fusion_lenet failed
+// three checks as that race would: the input it poisons read back as poison after the first kernel's
+// gather, its gradients then differing; 2026-11-28.)
+inline void fill_bytes_and_wait(void* ptr, int value, std::size_t bytes) {
+  CTNN_CUDA_CHECK(cudaMemset(ptr, value, bytes));
+  CTNN_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // A device buffer that frees itself.
 template <class T>
 struct DeviceBuffer {
@@ -43,11 +53,7 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  // upload and poison wait for the device: a pageable copy or a memset on the legacy default stream may
-  // still be landing when cudaMemcpy / cudaMemset return, and CudaNetwork's streams are non-blocking
-  // (not ordered after the legacy stream), so a kernel there could run before it lands. (On an H200,
-  // test_fusion_lenet failed three checks as that race would: the input it poisons read back as
-  // poison after the first kernel's gather, its gradients then differing; 2026-11-28.)
+  // upload and poison wait for the device (see fill_bytes_and_wait).
   void upload(const std::vector<T>& host) {
     CTNN_CUDA_CHECK(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
     CTNN_CUDA_CHECK(cudaDeviceSynchronize());
@@ -58,10 +64,7 @@ struct DeviceBuffer {
     return host;
   }
   // Fills with NaN bit patterns (0xFF bytes) so unwritten elements cannot pass a comparison.
-  void poison() {
-    CTNN_CUDA_CHECK(cudaMemset(ptr, 0xFF, n * sizeof(T)));
-    CTNN_CUDA_CHECK(cudaDeviceSynchronize());
-  }
+  void poison() { fill_bytes_and_wait(ptr, 0xFF, n * sizeof(T)); }
 };
 
 // max |got - want| / (atol + rtol·|want|) must be <= 1; NaN never passes. Prints the worst element.

@@ -140,8 +140,7 @@ int main() {
         ctnn_test::DeviceBuffer<std::int32_t> d_step_labels(batch), d_correct(batch);
         ctnn_test::DeviceBuffer<float> d_loss(batch);
         d_step_labels.poison(), d_correct.poison(), d_loss.poison();
-        CTNN_CUDA_CHECK(cudaMemset(g->input(), 0xFF, sizeof(float) * S * batch));
-        CTNN_CUDA_CHECK(cudaDeviceSynchronize());  // (the network's streams are non-blocking: gpu_test.hpp)
+        ctnn_test::fill_bytes_and_wait(g->input(), 0xFF, sizeof(float) * S * batch);
         const kernels::GatherArgs a = kernels::gather_args<S>(
             d_images.ptr, d_labels.ptr, count, d_order.ptr, 0, batch, 0.1307f, 0.3081f, g->input(),
             d_step_labels.ptr, nullptr, 0, nullptr, kernels::StepCursor{d_cursor.ptr, std::size_t(batch)});

@@ -79,8 +79,7 @@ void tail_at_large_batch(ctnn_test::Tally& t) {
   for (float& v : x) v = float(rng.below(2001)) / 1000.f - 1.f;
   gpu.upload_input(x.data(), batch);
   auto pass = [&](bool fused) {
-    CTNN_CUDA_CHECK(cudaMemset(gpu.output(), 0xff, std::size_t(batch) * 10 * sizeof(float)));
-    CTNN_CUDA_CHECK(cudaDeviceSynchronize());  // (the network's streams are non-blocking: gpu_test.hpp)
+    ctnn_test::fill_bytes_and_wait(gpu.output(), 0xff, std::size_t(batch) * 10 * sizeof(float));
     if (fused) gpu.forward_fused(batch);
     else gpu.forward_groups(batch);
     gpu.synchronize();
