@@ -95,12 +95,14 @@ struct DenseChainDims {
   }();
   // Shared floats per sample of the tile: the input, every stage's output, two gradient buffers.
   static constexpr int per_sample = I0 + sum_n + 2 * max_n;
-  // Samples per tile: 16, 8 or 4, the most that fit in 48 KB; 0 when not even 4 do.
-  // CTNN_DENSE_CHAIN_BT_MAX caps it (for measuring).
+  // Samples per tile: 8 or 4, the most that fit in 48 KB; 0 when not even 4 do. 16 (where they fit)
+  // gives half the tiles, and the time is latency: vgg's Dense<10> chain at batch 64 (4 tiles of 16
+  // against 8 of 8; NVIDIA H200, 2026-11-28) made the FP32 epoch 0.2067 s against 0.2051, TF32 0.1306
+  // against 0.1288 (4 samples: 0.2049 / 0.1285). CTNN_DENSE_CHAIN_BT_MAX caps it (for measuring; 16 allowed).
 #ifdef CTNN_DENSE_CHAIN_BT_MAX
   static constexpr int bt_max = CTNN_DENSE_CHAIN_BT_MAX;
 #else
-  static constexpr int bt_max = 16;
+  static constexpr int bt_max = 8;
 #endif
   static constexpr int bt = 16 <= bt_max && 16 * per_sample <= smem_limit_floats ? 16
                             : 8 <= bt_max && 8 * per_sample <= smem_limit_floats ? 8
@@ -328,8 +330,9 @@ __device__ void chain_sample_loss(const LossRun<Loss>& loss, const float* z, int
 
 // One Dense stage's backward data for the tile: from gp [BT][N] (the gradient at its Dense output),
 // gq [BT][I] = (gp·W) · Fp'(hp) (the previous stage's activation; hp [BT][I] its output), also written
-// to `to` (when not null) for the tile's samples; without gq (the chain's first stage) gp·W goes to `to`
-// alone. G lanes of a warp share V consecutive columns k, lane g taking the units n ≡ g (mod G) in
+// to `to` (when not null) for the tile's samples; without gq (the chain's first stage) it goes to `to`
+// alone (Fp there: the activation below the chain, whose backward the chain then does; hp the chain's
+// input tile, that activation's output). G lanes of a warp share V consecutive columns k, lane g taking the units n ≡ g (mod G) in
 // increasing order, CU at a time (their weight loads in flight together); a butterfly of shuffles then
 // adds the G lanes' sums. No barrier inside, and a fixed order: the results do not depend on the run.
 // Rows are sample-major, so a lane's V columns of a sample are one vector access. Sizes at run time, as
@@ -380,15 +383,13 @@ __device__ __noinline__ void chain_backward_stage(const float* gp, float* gq, co
 #pragma unroll
     for (int s = 0; s < BT; ++s) {
       if (s % G != g) continue;  // the G lanes share the stores
-      if (gq) {
-        if constexpr (!std::is_same_v<Fp, identity_fn>) {
-          float hv[V];
-          load_floats(hp + s * I + k, hv);
+      if constexpr (!std::is_same_v<Fp, identity_fn>) {
+        float hv[V];
+        load_floats(hp + s * I + k, hv);
 #pragma unroll
-          for (int j = 0; j < V; ++j) acc[s][j] *= Fp::derivative(hv[j]);
-        }
-        store_floats(gq + s * I + k, acc[s]);  // (gq: this block's own, as only split stages lack one)
+        for (int j = 0; j < V; ++j) acc[s][j] *= Fp::derivative(hv[j]);
       }
+      if (gq) store_floats(gq + s * I + k, acc[s]);  // (gq: this block's own, as only split stages lack one)
       if (to && s < count) store_floats(to + std::size_t(s0 + s) * I + k, acc[s]);
     }
   }
@@ -481,7 +482,9 @@ __device__ __noinline__ void chain_tail(const float* hin,  // [BT][I] shared: th
   }
 }
 
-template <class Ch, class Loss, bool Backward>
+// Below: the element-wise activation under the chain (identity_fn: none, or not folded), whose backward
+// the chain applies to the gradient at its input (a.dx then is the gradient at that activation's input).
+template <class Ch, class Loss, bool Backward, class Below = identity_fn>
 __global__ void __launch_bounds__(Ch::threads(Backward))
 kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
 {
@@ -576,9 +579,8 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
                                                    writer ? a.dpre[L - 1] : nullptr, I, St::N, s0, count, T,
                                                    TileCluster::alone());
         __syncthreads();
-      } else if (a.dx) {  // the cluster's blocks a share of dx each
-        chain_backward_stage<BT, vec_width(I), identity_fn>(gp, nullptr, nullptr, a.w[L], a.dx, I, St::N, s0, count,
-                                                            T, tc);
+      } else if (a.dx) {  // the cluster's blocks a share of dx each (through Below: from the input tile)
+        chain_backward_stage<BT, vec_width(I), Below>(gp, nullptr, smem, a.w[L], a.dx, I, St::N, s0, count, T, tc);
       }
     }
   });
@@ -703,8 +705,9 @@ struct cuda_dense_chain {
   }
 
   // Forward (and with Backward, backward data) of a.batch samples; with a Loss other than NoLoss its
-  // loss and gradient at the last stage's output, else (Backward) that gradient from a.dtop.
-  template <class Loss, bool Backward>
+  // loss and gradient at the last stage's output, else (Backward) that gradient from a.dtop. Below: the
+  // activation under the chain whose backward a.dx gets (kernel_dense_chain).
+  template <class Loss, bool Backward, class Below = identity_fn>
   static void run(const CudaContext& ctx, const kernels::DenseChainArgs<S>& a, const kernels::LossRun<Loss>& loss) {
     kernels::check_batch(a.batch, "Dense chain");
     const unsigned tiles = kernels::grid_for(std::size_t(a.batch), Ch::BT);
@@ -716,7 +719,7 @@ struct cuda_dense_chain {
           break;
         }
     const unsigned grid = tiles * unsigned(blocks_per_tile);
-    kernels::launch_kernel(kernels::kernel_dense_chain<Ch, Loss, Backward>, grid, Ch::threads(Backward), 0, ctx.stream,
+    kernels::launch_kernel(kernels::kernel_dense_chain<Ch, Loss, Backward, Below>, grid, Ch::threads(Backward), 0, ctx.stream,
                            blocks_per_tile, kernels::Launch::dependent, a, loss);
   }
 

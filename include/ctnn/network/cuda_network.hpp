@@ -595,13 +595,13 @@ class CudaNetwork {
       if (gi == 0 && gather_in_first) gathering_group_forward<gi>(batch, mode, *gather);
       else group_forward<gi>(batch, mode, false);
     });
-    bool chain_done = false;  // the top chain's forward, loss and backward data are done
+    grad_folded_.fill(false);  // (before the top chain, which may fold the activation below it)
+    bool chain_done = false;   // the top chain's forward, loss and backward data are done
     using K = group_kernels<tg>;
     if constexpr (loss_in_chain<tg, top>()) {
       if (runs_fused<tg>(batch)) {
-        const auto a = chain_args<tg>(batch);
-        if (backward) K::template run<Loss, true>(ctx_, a, loss);
-        else K::template run<Loss, false>(ctx_, a, loss);
+        if (backward) run_chain<tg, Loss, true>(batch, loss);
+        else run_chain<tg, Loss, false>(batch, loss);
         chain_done = true;
       }
     }
@@ -616,13 +616,12 @@ class CudaNetwork {
         // A chain whose final Softmax is where the loss reads: the Softmax's own backward first.
         if (backward && std::is_same_v<typename Net::template layer_at<top>, Softmax> && runs_fused<tg>(batch)) {
           backward_layer<top>(batch, top);
-          K::template run<kernels::NoLoss, true>(ctx_, chain_args<tg>(batch), {});
+          run_chain<tg, kernels::NoLoss, true>(batch, {});
           chain_done = true;
         }
       }
     }
     if (!backward) return;
-    grad_folded_.fill(false);
     side_forked_ = false;
     group_backward<tg>(batch, top, chain_done);
     kernels::static_for<int(tg)>([&](auto g) { group_backward<tg - 1 - decltype(g)::value>(batch, top, false); });
@@ -747,8 +746,7 @@ class CudaNetwork {
     constexpr FusedGroup grp = fusion::groups[g];
     using K = group_kernels<g>;
     if (!runs_fused<g>(batch, forward_only)) {
-      if constexpr (grp.kind == GroupKind::dense_chain)
-        if (forward_only) return chain_layers_forward<grp.first, grp.last>(batch, mode);
+      if constexpr (grp.kind == GroupKind::dense_chain) return chain_layers_forward<grp.first, grp.last>(batch, mode);
       // A convolution followed by an activation runs both in one kernel (the activation in its store)
       // and writes the activation's slot; its own stays unwritten (nothing reads it: the activation's
       // backward reads its output).
@@ -803,9 +801,10 @@ class CudaNetwork {
                                                activation(i), activation(i + 2), batch);
   }
 
-  // Layers i..last of a dense chain one by one, in a forward without a loss: a Dense followed by ReLU
-  // runs as one product with ReLU in its epilogue (kernels/dense_lt.cuh) and writes the ReLU's slot,
-  // not its own (nothing reads it: there is no backward).
+  // Layers i..last of a dense chain one by one (a group not run fused: a wide Dense's, or a chain at a
+  // batch below its kernel's threshold): a Dense followed by ReLU runs as one product with ReLU in its
+  // epilogue (kernels/dense_lt.cuh, or the split product's sum) and writes the ReLU's slot, not its own:
+  // nothing reads it, in training either (the Dense's backward reads its input, ReLU's its output).
   template <std::size_t i, std::size_t last>
   static constexpr bool dense_then_relu() {
     if constexpr (i < last)
@@ -935,7 +934,7 @@ class CudaNetwork {
         K::backward_data(ctx_, params() + plan::weight_offset[i], activation(grp.last + 1), dy, keep,
                          activation_grad(i), batch);
     } else {
-      if (!chain_done) K::template run<kernels::NoLoss, true>(ctx_, chain_args<g>(batch), {});
+      if (!chain_done) run_chain<g, kernels::NoLoss, true>(batch, {});
       using C = detail::chain_group_of<Net, grp.first, grp.last>;
       kernels::DenseChainGrads<C::S> a;
       kernels::static_for<C::S>([&](auto stage) {
@@ -949,6 +948,39 @@ class CudaNetwork {
       });
       a.batch = batch;
       K::weights(weights_context(grp.first), a);
+    }
+  }
+
+  // Whether chain group g does the backward of the activation layer right below it (layer
+  // grp.first − 1, not layer 0): where that activation runs as a layer of its own (its group has no fused
+  // kernels: a wide Dense's, or it stands alone), the chain's gradient at its input goes through the
+  // activation's derivative to activation_grad(grp.first − 1), and the activation's backward launches
+  // nothing (grad_folded_). below_fn: that activation's function, else identity_fn.
+  template <std::size_t g>
+  static constexpr bool chain_folds_below() {
+    constexpr FusedGroup grp = fusion::groups[g];
+    if constexpr (grp.kind != GroupKind::dense_chain || grp.first < 2) return false;
+    else if constexpr (!is_activation_layer_v<typename Net::template layer_at<grp.first - 1>>) return false;
+    else return !fused_group<fusion::group_of(grp.first - 1)>;
+  }
+  template <std::size_t g>
+  using chain_below_fn = std::conditional_t<chain_folds_below<g>(),
+                                            activation_fn_t<typename Net::template layer_at<fusion::groups[g].first - 1>>,
+                                            identity_fn>;
+
+  // Chain group g's kernel (cuda_dense_chain::run) for `batch` samples; in backward with the activation
+  // below folded in where chain_folds_below.
+  template <std::size_t g, class Loss, bool Backward>
+  void run_chain(int batch, const kernels::LossRun<Loss>& loss) {
+    using K = group_kernels<g>;
+    auto a = chain_args<g>(batch);
+    if constexpr (Backward && chain_folds_below<g>()) {
+      constexpr std::size_t first = fusion::groups[g].first;
+      a.dx = activation_grad(first - 1);
+      grad_folded_[first] = true;
+      K::template run<Loss, true, chain_below_fn<g>>(ctx_, a, loss);
+    } else {
+      K::template run<Loss, Backward>(ctx_, a, loss);
     }
   }
 

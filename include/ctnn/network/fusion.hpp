@@ -29,10 +29,13 @@
 //
 // Which activation slots a fused group writes (BufferPlan numbering: slot i is the output of layer
 // i−1): a conv group writes its last layer's slot (and in training, what its backward keeps, in the
-// slot of the pooling's input); a dense chain writes the slots of all its layers (in a forward without
-// a loss, run layer by layer, not that of a Dense that ReLU follows: the product's epilogue applies it). Backward writes the
+// slot of the pooling's input); a dense chain writes the slots of all its layers (run layer by layer,
+// not that of a Dense that ReLU follows: the product's epilogue applies it). Backward writes the
 // parameter gradients and the gradient at the group's input slot (none for layer 0); a chain also
-// writes the gradient at each of its Dense outputs (what its weight-gradient kernel reads).
+// writes the gradient at each of its Dense outputs (what its weight-gradient kernel reads). Where an
+// activation right below a chain runs as a layer (after a wide Dense), the chain does that
+// activation's backward too and writes the gradient at the activation's input instead
+// (CudaNetwork::grad_folded).
 #include <array>
 #include <cstddef>
 #include <type_traits>
