@@ -19,6 +19,13 @@
 using namespace ctnn;
 using namespace ctnn_test;
 
+// Layers narrower than a Winograd tile (a 1×1 image: a Dense as a 1×1 convolution, a 3×3 window on one
+// pixel) are not Winograd layers; asking must compile cleanly (it divided by a tile count of zero).
+static_assert(!kernels::conv_winograd_fits<kernels::ConvDims<4096, 1, 1, 256, 1, 1, 0, 1>>() &&
+                  !kernels::conv_winograd_fits<kernels::ConvDims<8, 1, 1, 8, 3, 1, 1, 1>>() &&
+                  !kernels::conv_winograd_dgrad_fits<kernels::ConvDims<8, 1, 1, 8, 3, 1, 1, 1>>(),
+              "no Winograd tile for a 1x1 image");
+
 namespace {
 
 const char* algo_name(ConvAlgo a) { return a == ConvAlgo::direct ? "direct" : "implicit GEMM"; }

@@ -70,7 +70,7 @@ struct ConvWinograd {
   static constexpr bool whole_steps = G::C % CB == 0;  // then a k's 72 weights are 16-byte copies
   static constexpr int row_blocks = (H / OT) / max_of(TR, 1);  // blocks a sample, per KB channels
   static constexpr bool fits = G::K == 3 && G::S == 1 && G::P == 1 && G::D == 1 && G::Out % 32 == 0 &&
-                               W % 8 == 0 && H % OT == 0 && TW > 0 && TB % TW == 0 &&
+                               W % 8 == 0 && H % OT == 0 && TW > 0 && TB % max_of(TW, 1) == 0 &&
                                (H / OT) % max_of(TR, 1) == 0 && smem_bytes <= 200 * 1024;
 };
 
