@@ -332,9 +332,9 @@ __device__ void chain_sample_loss(const LossRun<Loss>& loss, const float* z, int
 // gq [BT][I] = (gp·W) · Fp'(hp) (the previous stage's activation; hp [BT][I] its output), also written
 // to `to` (when not null) for the tile's samples; without gq (the chain's first stage) it goes to `to`
 // alone (Fp there: the activation below the chain, whose backward the chain then does; hp the chain's
-// input tile, that activation's output). G lanes of a warp share V consecutive columns k, lane g taking the units n ≡ g (mod G) in
-// increasing order, CU at a time (their weight loads in flight together); a butterfly of shuffles then
-// adds the G lanes' sums. No barrier inside, and a fixed order: the results do not depend on the run.
+// input tile, that activation's output). G lanes of a warp share V consecutive columns k, lane g taking
+// the units n ≡ g (mod G) in increasing order, CU at a time (their weight loads in flight together); a
+// butterfly of shuffles then adds the G lanes' sums. No barrier inside, and a fixed order: the results do not depend on the run.
 // Rows are sample-major, so a lane's V columns of a sample are one vector access. Sizes at run time, as
 // chain_forward_stage's.
 template <int BT, int V, class Fp>
@@ -719,8 +719,8 @@ struct cuda_dense_chain {
           break;
         }
     const unsigned grid = tiles * unsigned(blocks_per_tile);
-    kernels::launch_kernel(kernels::kernel_dense_chain<Ch, Loss, Backward, Below>, grid, Ch::threads(Backward), 0, ctx.stream,
-                           blocks_per_tile, kernels::Launch::dependent, a, loss);
+    kernels::launch_kernel(kernels::kernel_dense_chain<Ch, Loss, Backward, Below>, grid, Ch::threads(Backward), 0,
+                           ctx.stream, blocks_per_tile, kernels::Launch::dependent, a, loss);
   }
 
   // Every stage's dW and db; a.partials and a.sums are set here from ctx.workspace.
