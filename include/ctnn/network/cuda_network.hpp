@@ -955,7 +955,7 @@ class CudaNetwork {
   // grp.first − 1, not layer 0): where that activation runs as a layer of its own (its group has no fused
   // kernels: a wide Dense's, or it stands alone), the chain's gradient at its input goes through the
   // activation's derivative to activation_grad(grp.first − 1), and the activation's backward launches
-  // nothing (grad_folded_). below_fn: that activation's function, else identity_fn.
+  // nothing (grad_folded_).
   template <std::size_t g>
   static constexpr bool chain_folds_below() {
     constexpr FusedGroup grp = fusion::groups[g];
@@ -963,10 +963,6 @@ class CudaNetwork {
     else if constexpr (!is_activation_layer_v<typename Net::template layer_at<grp.first - 1>>) return false;
     else return !fused_group<fusion::group_of(grp.first - 1)>;
   }
-  template <std::size_t g>
-  using chain_below_fn = std::conditional_t<chain_folds_below<g>(),
-                                            activation_fn_t<typename Net::template layer_at<fusion::groups[g].first - 1>>,
-                                            identity_fn>;
 
   // Chain group g's kernel (cuda_dense_chain::run) for `batch` samples; in backward with the activation
   // below folded in where chain_folds_below.
@@ -978,7 +974,7 @@ class CudaNetwork {
       constexpr std::size_t first = fusion::groups[g].first;
       a.dx = activation_grad(first - 1);
       grad_folded_[first] = true;
-      K::template run<Loss, true, chain_below_fn<g>>(ctx_, a, loss);
+      K::template run<Loss, true, activation_fn_t<typename Net::template layer_at<first - 1>>>(ctx_, a, loss);
     } else {
       K::template run<Loss, Backward>(ctx_, a, loss);
     }
