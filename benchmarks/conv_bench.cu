@@ -334,8 +334,17 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
       dgr("s2 patch 4x4", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 4, 4>>(s, w.p, dy.p, dx.p, n); });
       dgr("s2 patch 2x8 ks2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 8, 2>>(s, w.p, dy.p, dx.p, n); });
       dgr("s2 patch 1x8 ks2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 8, 2>>(s, w.p, dy.p, dx.p, n); });
-      dgr("s2 patch 2x8 ks2 u2 (rule)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2WideSplit<G>>(s, w.p, dy.p, dx.p, n); });
-      dgr("s2 patch 1x8 ks2 u2 (rule)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2NarrowSplit<G>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 2x8 ks2 u2 (wide split)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2WideSplit<G>>(s, w.p, dy.p, dx.p, n); });
+      dgr("s2 patch 1x8 ks2 u2 (narrow split)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2NarrowSplit<G>>(s, w.p, dy.p, dx.p, n); });
+      if constexpr (G::Out % 16 == 0) {  // steps of 16 output channels (half the barriers)
+        dgr("s2 patch 2x8 ks2 u2 ck16", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 2, 8, 2, 2, 16>>(s, w.p, dy.p, dx.p, n); });
+        dgr("s2 patch 1x8 ks2 u2 ck16", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 8, 2, 2, 16>>(s, w.p, dy.p, dx.p, n); });
+      }
+      if constexpr (kernels::conv_s2_row_tile<G>()) {  // whole dy rows a thread: no halo loads or products
+        if constexpr (G::OW == 16)
+          dgr("s2 patch 1x16 ks2 u2", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 16, 2, 2>>(s, w.p, dy.p, dx.p, n); });
+        dgr("s2 patch row split (rule)", false, [&] { launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2RowSplit<G>>(s, w.p, dy.p, dx.p, n); });
+      }
       if constexpr (G::OW % 16 == 0)
         dgr("s2 patch 1x16", false, [&] { launch_conv_patch_dgrad_s2<G, ConvPatchS2<G, 1, 16>>(s, w.p, dy.p, dx.p, n); });
     }

@@ -287,7 +287,8 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       if constexpr (patch) return kernels::conv_patch_fp32_tile<kernels::ConvPatchDgrad<G>>(batch) == 2;
       else if constexpr (patch_s2) {
         const auto tile = kernels::conv_patch_dgrad_s2_tile<G>(batch);
-        return tile == kernels::ConvS2Tile::wide_split || tile == kernels::ConvS2Tile::narrow_split;
+        return tile == kernels::ConvS2Tile::wide_split || tile == kernels::ConvS2Tile::narrow_split ||
+               tile == kernels::ConvS2Tile::row_split;
       } else return false;
     }();
     if (dgrad_tile == 0 && !dgrad_split)
@@ -333,9 +334,15 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
       const auto dx_ns = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2NarrowSplit<G>>(
                                        stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
                              d_dx, dx_ref, "backward data stride-2 patch 1 x 8, channels split in 2");
+      std::vector<float> dx_rs;  // whole dy rows a thread, in steps of 16 output channels where Out % 16 == 0
+      if constexpr (kernels::conv_s2_row_tile<G>())
+        dx_rs = run([&] { kernels::launch_conv_patch_dgrad_s2<G, kernels::ConvPatchS2RowSplit<G>>(
+                              stream.s, d_w.ptr, d_dy.ptr, d_dx.ptr, batch); },
+                    d_dx, dx_ref, "backward data stride-2 patch, whole dy rows, channels split in 2");
       if (dgrad_split) {
-        const bool wide = kernels::conv_patch_dgrad_s2_tile<G>(batch) == kernels::ConvS2Tile::wide_split;
-        t(same_bits(dx_gemm, wide ? dx_ws : dx_ns, label(batch, "backward data (rule: stride-2 patch split) = that tile")));
+        const auto tile = kernels::conv_patch_dgrad_s2_tile<G>(batch);
+        const auto& split = tile == kernels::ConvS2Tile::wide_split ? dx_ws : tile == kernels::ConvS2Tile::narrow_split ? dx_ns : dx_rs;
+        t(same_bits(dx_gemm, split, label(batch, "backward data (rule: stride-2 patch split) = that tile")));
       }
     }
 

@@ -77,13 +77,13 @@ __device__ __forceinline__ void cp_async_f32x4_l1(float* dst_smem, const float* 
 constexpr int round_to_8_mod_32(int x) { return x + ((8 - x % 32) + 32) % 32; }
 
 // --- Staging layout (shared by the TF32 kernel here and the FP32 ones of conv_patch_fp32.cuh) ----------
-// One stage holds the weights of BM output rows for CK = 8 reduced channels (a_floats) and the patch of
+// One stage holds the weights of BM output rows for CK reduced channels (8: one mma k-step) (a_floats) and the patch of
 // those channels for TH output rows (b_floats); Threads copy them. A problem Pb names the source (SC
 // channels, H × W), the window its TH rows read (K rows from row y0 − P on: TH + K − 1 source rows) and
 // the weights' window WK (K, except for the stride-2 backward data, whose patch is dy).
-template <class Pb, int BM_, int TH_, int Stages_, int Threads_, bool L1Weights_>
+template <class Pb, int BM_, int TH_, int Stages_, int Threads_, bool L1Weights_, int CK_ = 8>
 struct ConvPatchLayout {
-  static constexpr int BM = BM_, TH = TH_, stages = Stages_, threads = Threads_, CK = 8;  // CK: channels per step
+  static constexpr int BM = BM_, TH = TH_, stages = Stages_, threads = Threads_, CK = CK_;  // CK: channels per step
   static constexpr bool l1_weights = L1Weights_;
   static constexpr int KK = Pb::WK * Pb::WK;  // taps of the weights
   static constexpr int PR = TH + Pb::K - 1, RS = Pb::W + 8, CS = round_to_8_mod_32(PR * RS);
@@ -101,7 +101,7 @@ struct ConvPatchLayout {
 };
 
 // The patch's halo and its rows outside the image are zero in every stage, written once before the
-// pipeline: the copies of conv_patch_load_step never touch them (the pipeline's first __syncthreads
+// pipeline: the copies of ConvPatchCopies never touch them (the pipeline's first __syncthreads
 // orders these stores).
 template <class Pb, class T>
 __device__ __forceinline__ void conv_patch_zero_halo(float* Bs, int y0) {
@@ -117,49 +117,92 @@ __device__ __forceinline__ void conv_patch_zero_halo(float* Bs, int y0) {
   }
 }
 
-// Copies (cp.async, 16 bytes each) the weights and the patch of channel step `step` into stage
-// `stage` (As, Bs: the stages' bases), for output rows m0 .. m0 + BM and output rows y0 .. y0 + TH of
-// the sample whose source is src_n.
+// --- The copies of a channel step -----------------------------------------------------------------------
+// Rows × Quads 16-byte copies shared by Threads threads: thread t takes quad q0 = t % Quads of rows
+// r0 = t / Quads + j · row_step (Threads ≥ Quads: row_step = Threads / Quads rows a pass; threads from
+// row_step · Quads on copy nothing), or quads t + i · Threads of every row (Threads < Quads). A thread's
+// copies then lie at compile-time strides from its first one, whose offsets it works out once: a step
+// issues each copy with an immediate offset (the copies' index arithmetic per step was 15% of the
+// instructions of the FP32 stride-2 backward data at batch 64).
+template <int Rows, int Quads, int Threads>
+struct CopyGrid {
+  static constexpr bool by_rows = Threads >= Quads;
+  static constexpr int row_step = by_rows ? Threads / Quads : 1;
+  static constexpr int row_passes = ceil_div(Rows, row_step), quad_passes = by_rows ? 1 : ceil_div(Quads, Threads);
+  static constexpr bool idle_threads = by_rows && Threads % Quads != 0;
+  __device__ static int first_row() { return by_rows ? int(threadIdx.x) / Quads : 0; }
+  __device__ static int first_quad() { return by_rows ? int(threadIdx.x) % Quads : int(threadIdx.x); }
+  // Whether copy (quad pass i, row pass j) of the thread whose first copy is (r0, q0) exists.
+  __device__ static bool has(int r0, int q0, int i, int j) {
+    const bool row_in = Rows % row_step == 0 && !idle_threads ? true : r0 < row_step && r0 + j * row_step < Rows;
+    return row_in && (Quads % Threads == 0 || by_rows || q0 + i * Threads < Quads);
+  }
+};
+
+// The copies (cp.async, 16 bytes each) of one channel step into a stage: the weights of output rows
+// m0 .. m0 + BM and the patch of output rows y0 .. y0 + TH of the sample whose source is src_n (Pb and
+// T as ConvPatchLayout). The weights' rows: forward, BM rows m of CK·KK floats (w[m][c0 ..], row stride
+// SC·KK); backward data, CK rows o of BM·KK floats (w[c0 + o][m0 ..], row stride M·KK). The patch's:
+// CK channels of PR·W / 4 quads (the window's source rows, contiguous in memory; quad u is row
+// u / (W / 4) of the window).
 template <class Pb, class T>
-__device__ __forceinline__ void conv_patch_load_step(float* As, float* Bs, int stage, int step, const float* w,
-                                                     const float* src_n, int m0, int y0) {
-  constexpr int BM = T::BM, NT = T::threads, CK = T::CK, KK = T::KK, W4 = Pb::W / 4, PR = T::PR;
-  constexpr int plane = Pb::H * Pb::W;  // 32-bit offsets within a sample and within w (fewer instructions)
+class ConvPatchCopies {
+  static constexpr int CK = T::CK, KK = T::KK, NT = T::threads, W4 = Pb::W / 4, plane = Pb::H * Pb::W;
+  static constexpr int w_rows = Pb::dgrad ? CK : T::BM, w_quads = (Pb::dgrad ? T::BM : CK) * KK / 4;
+  static constexpr int w_src_row = (Pb::dgrad ? Pb::M : Pb::SC) * KK, w_dst_row = Pb::dgrad ? T::OS : T::AS;
+  static constexpr int w_src_step = Pb::dgrad ? CK * Pb::M * KK : CK * KK;
+  static constexpr bool full_tiles = Pb::M % T::BM == 0;  // no zero-filled weights
+  using WG = CopyGrid<w_rows, w_quads, NT>;
+  using PG = CopyGrid<CK, T::PR * W4, NT>;
   static_assert((long long)Pb::SC * plane < (1ll << 31) && (long long)Pb::M * Pb::SC * KK < (1ll << 31), "32-bit offsets");
-  auto copy_weights = [](float* dst, const float* from, bool ok) {
-    if constexpr (T::l1_weights) cp_async_f32x4_l1(dst, from, ok);
-    else cp_async_f32x4(dst, from, ok);
-  };
-  const int c0 = step * CK;
-  float* A = As + stage * T::a_floats;
-  if constexpr (!Pb::dgrad) {
-    constexpr int quads = BM * CK * KK / 4, row_quads = CK * KK / 4;  // CK·KK % 4 == 0
+  static_assert((Pb::dgrad ? T::BM : CK) * KK % 4 == 0, "weight rows of whole quads");
+
+  const float* w_;
+  const float* src_n_;
+  int w_src_, w_dst_, w_r0_, w_q0_, w_limit_;  // w_limit_: rows (forward) or quads (backward data) of real weights
+  int p_src_, p_r0_, p_q0_, p_dst_[PG::quad_passes];
+  bool p_in_[PG::quad_passes];  // the quad's source row lies in the image
+
+ public:
+  __device__ ConvPatchCopies(const float* w, const float* src_n, int m0, int y0) : w_(w), src_n_(src_n) {
+    w_r0_ = WG::first_row(), w_q0_ = WG::first_quad();
+    w_src_ = (Pb::dgrad ? w_r0_ * w_src_row + m0 * KK : (m0 + w_r0_) * w_src_row) + 4 * w_q0_;
+    w_dst_ = w_r0_ * w_dst_row + 4 * w_q0_;
+    w_limit_ = Pb::dgrad ? (Pb::M - m0) * KK / 4 : Pb::M - m0;  // M % 4 == 0: a quad is all in or all out
+    p_r0_ = PG::first_row(), p_q0_ = PG::first_quad();
+    p_src_ = p_r0_ * plane + (y0 - Pb::P) * Pb::W + 4 * p_q0_;
 #pragma unroll
-    for (int j = 0; j < ceil_div(quads, NT); ++j) {
-      const int e = threadIdx.x + j * NT, mm = e / row_quads, v = e % row_quads, m = m0 + mm;
-      const bool ok = m < Pb::M;
-      if (quads % NT == 0 || e < quads)
-        copy_weights(A + mm * T::AS + 4 * v, w + (ok ? (m * Pb::SC + c0) * KK + 4 * v : 0), ok);
-    }
-  } else {
-    constexpr int run_quads = BM * KK / 4, quads = CK * run_quads;  // per channel o: w[o][m0 ..][K][K]
-#pragma unroll
-    for (int j = 0; j < ceil_div(quads, NT); ++j) {
-      const int e = threadIdx.x + j * NT, o = e / run_quads, v = e % run_quads;
-      const bool ok = m0 * KK + 4 * v < Pb::M * KK;  // M % 4 == 0: a quad is all in or all out
-      if (quads % NT == 0 || e < quads)
-        copy_weights(A + o * T::OS + 4 * v, w + (ok ? ((c0 + o) * Pb::M + m0) * KK + 4 * v : 0), ok);
+    for (int i = 0; i < PG::quad_passes; ++i) {
+      const int u = p_q0_ + i * NT, r = u / W4, y = y0 - Pb::P + r;
+      p_dst_[i] = p_r0_ * T::CS + r * T::RS + 4 + 4 * (u % W4);
+      p_in_[i] = y >= 0 && y < Pb::H;
     }
   }
-  float* B = Bs + stage * T::b_floats;
-  constexpr int quads = CK * PR * W4;
+
+  __device__ __forceinline__ void load(float* As, float* Bs, int stage, int step) const {
+    float* A = As + stage * T::a_floats + w_dst_;
+    const float* from = w_ + (w_src_ + step * w_src_step);
 #pragma unroll
-  for (int j = 0; j < ceil_div(quads, NT); ++j) {
-    const int e = threadIdx.x + j * NT, v = e % W4, r = e / W4 % PR, c = e / (W4 * PR), y = y0 - Pb::P + r;
-    if ((quads % NT == 0 || e < quads) && y >= 0 && y < Pb::H)
-      cp_async_f32x4(B + c * T::CS + r * T::RS + 4 + 4 * v, src_n + (c0 + c) * plane + y * Pb::W + 4 * v, true);
+    for (int j = 0; j < WG::row_passes; ++j)
+#pragma unroll
+      for (int i = 0; i < WG::quad_passes; ++i) {
+        if (!WG::has(w_r0_, w_q0_, i, j)) continue;
+        const int r = j * WG::row_step, q = 4 * i * NT;
+        const bool ok = full_tiles || (Pb::dgrad ? w_q0_ + i * NT < w_limit_ : w_r0_ + r < w_limit_);
+        const float* src = ok ? from + r * w_src_row + q : w_;
+        if constexpr (T::l1_weights) cp_async_f32x4_l1(A + r * w_dst_row + q, src, ok);
+        else cp_async_f32x4(A + r * w_dst_row + q, src, ok);
+      }
+    float* B = Bs + stage * T::b_floats;
+    const float* patch = src_n_ + (p_src_ + step * CK * plane);
+#pragma unroll
+    for (int j = 0; j < PG::row_passes; ++j)
+#pragma unroll
+      for (int i = 0; i < PG::quad_passes; ++i)
+        if (PG::has(p_r0_, p_q0_, i, j) && p_in_[i])
+          cp_async_f32x4(B + p_dst_[i] + j * PG::row_step * T::CS, patch + j * PG::row_step * plane + 4 * i * NT, true);
   }
-}
+};
 
 // --- Tile ----------------------------------------------------------------------------------------------
 // The output rows of ConvPatchTile's TH_ = 0.
@@ -258,7 +301,8 @@ kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
   const float* src_n = src + std::size_t(n) * Pb::SC * plane;
 
   conv_patch_zero_halo<Pb, T>(Bs, y0);
-  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, src_n, m0, y0); };
+  const ConvPatchCopies<Pb, T> copies(w, src_n, m0, y0);
+  auto load_step = [&](int stage, int step) { copies.load(As, Bs, stage, step); };
 
   // This lane: mma group g, thread t; the warp's rows mw and first output row (in the tile) yw.
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;

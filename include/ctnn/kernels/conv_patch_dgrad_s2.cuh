@@ -9,8 +9,8 @@
 // 9 taps over the four parity classes of a 3×3 window (1, 2, 2 and 4). The implicit GEMM
 // (conv_gemm.cuh) runs the classes as four problems whose k loops have 1 to 4 taps per channel, and
 // gathers dy 4 bytes per (k, column): 22-30% of the FP32 peak on the CIFAR layers. Here a block owns
-// BM input channels × TH dy rows of one sample, that is dx rows 2·y0 .. 2·(y0 + TH), and per step of 8
-// output channels o stages (conv_patch_load_step) the dy rows those read (TH + P rows from y0 −
+// BM input channels × TH dy rows of one sample, that is dx rows 2·y0 .. 2·(y0 + TH), and per step of CK
+// output channels o (8; 16 for the row split tile below) stages (ConvPatchCopies) the dy rows those read (TH + P rows from y0 −
 // floor(P / 2), zero halo) and w[o][c0 .. c0 + BM][K][K]. A thread owns TM neighbouring channels (TM·mg
 // + i: their TM·K·K weights of a step are one contiguous run, TM·K·K floats from the next thread's, so
 // a warp's loads fall on distinct banks) × both dx rows of one dy row × the 2·TB dx columns of TB dy
@@ -58,9 +58,9 @@ struct ConvPatchDgradS2 {
 // BM = 32 input channels × TH dy rows; a thread TM × TB (see above): MG = 32 / TM channel groups × TH ·
 // OW / TB column groups.
 // KS groups of threads split each step's 8 output channels (conv_patch_add_groups adds their sums).
-template <class G, int TM_, int TB_, int TH_, int KS_ = 1, int CU_ = 1>
+template <class G, int TM_, int TB_, int TH_, int KS_ = 1, int CU_ = 1, int CK_ = 8>
 struct ConvPatchS2Tile
-    : ConvPatchLayout<ConvPatchDgradS2<G>, 32, TH_, 2, KS_ * (32 / TM_) * TH_ * (G::OW / TB_), true> {
+    : ConvPatchLayout<ConvPatchDgradS2<G>, 32, TH_, 2, KS_ * (32 / TM_) * TH_ * (G::OW / TB_), true, CK_> {
   static constexpr int TM = TM_, TB = TB_, KS = KS_, MG = 32 / TM_, CGR = G::OW / TB_;  // CGR: column groups per dy row
   static constexpr int CU = CU_;  // channels unrolled
   static constexpr int group_threads = MG * TH_ * CGR, threads = KS * group_threads;
@@ -71,7 +71,7 @@ struct ConvPatchS2Tile
   static_assert(group_threads % 32 == 0 && threads >= 64 && threads <= 256, "2 to 8 warps, groups of whole warps");
   // The stages, or the later groups' sums at the end if those need more.
   static constexpr int smem_bytes = max_of(int(ConvPatchS2Tile::ConvPatchLayout::smem_bytes), red_floats * 4);
-  static_assert(8 % KS == 0, "KS divides a step's channels");
+  static_assert(CK_ % KS == 0, "KS divides a step's channels");
 };
 
 // v = base[off .. off + K). Paired: base is 8-byte aligned (the thread's TM·K·K weights of a step, TM·K·K
@@ -102,6 +102,10 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
   using Pb = ConvPatchDgradS2<G>;
   constexpr int TM = T::TM, TB = T::TB, MG = T::MG, K = G::K, KK = T::KK, P = G::P;
   constexpr int SK = Pb::K, SP = Pb::P, SL = TB + SK - 1;  // a thread's dy values of one row
+  // A thread's TB columns are the whole dy row: its halo columns are the zero padding, neither read nor
+  // multiplied (the sums, from +0, never hold −0, so skipping a product of a finite weight and +0
+  // changes no bit).
+  constexpr bool whole_rows = T::CGR == 1;
   constexpr std::size_t dy_plane = std::size_t(G::OH) * G::OW, dx_plane = std::size_t(G::H) * G::W;
 
   float* As = conv_mma_smem();               // (stages, CK, OS): weights of one channel step
@@ -110,7 +114,8 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
   const float* dy_n = dy + std::size_t(n) * G::Out * dy_plane;
 
   conv_patch_zero_halo<Pb, T>(Bs, y0);
-  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, dy_n, m0, y0); };
+  const ConvPatchCopies<Pb, T> copies(w, dy_n, m0, y0);
+  auto load_step = [&](int stage, int step) { copies.load(As, Bs, stage, step); };
 
   // This thread: output channels kg·CK/KS .. of each step, channel group mg, dy row yl (in the tile),
   // first dy column b0.
@@ -144,7 +149,7 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
         }
 #pragma unroll
         for (int j = 0; j < SL; ++j)
-          if (j < SP || j >= SP + TB) s[r][j] = row[j];
+          if (!whole_rows && (j < SP || j >= SP + TB)) s[r][j] = row[j];
       }
 #pragma unroll
       for (int ky = 0; ky < K; ++ky) {
@@ -158,7 +163,9 @@ kernel_conv_patch_dgrad_s2(const float* __restrict__ w,      // [Out][C][K][K]
 #pragma unroll
           for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int b = 0; b < TB; ++b) acc[i][py][2 * b + px] = fmaf(a[i][kx], s[r][b + dc], acc[i][py][2 * b + px]);
+            for (int b = 0; b < TB; ++b)
+              if (!whole_rows || (b + dc >= SP && b + dc < SP + TB))
+                acc[i][py][2 * b + px] = fmaf(a[i][kx], s[r][b + dc], acc[i][py][2 * b + px]);
         }
       }
     }
@@ -203,8 +210,8 @@ void launch_conv_patch_dgrad_s2(cudaStream_t stream, const float* w, const float
 }
 
 // A tile of about 128 threads (a group of them, with KS groups): whole warps of dy rows.
-template <class G, int TM, int TB, int KS = 1, int CU = 1>
-using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128), KS, CU>;
+template <class G, int TM, int TB, int KS = 1, int CU = 1, int CK = 8>
+using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (G::OW / TB), 128), KS, CU, CK>;
 
 // The tiles the rule takes, from conv_bench on an H100 (docs/conv_kernels.md; 128 threads, 32 channels):
 //   wide    2 channels × 8 dy columns a thread: the fastest where its blocks fill the GPU three times
@@ -219,6 +226,12 @@ using ConvPatchS2 = ConvPatchS2Tile<G, TM, TB, conv_patch_rows_for((32 / TM) * (
 //                 against 25.4 narrow);
 //   narrow split  below (64->128 s2 @16, B = 64: 23.9 against 26.7 narrow);
 // both with a group's 4 output channels of a step unrolled by 2 (0.4-0.8 µs faster).
+//   row split     instead of both where a thread's dy columns can be a whole row (OW = 8 or 16: 1 × OW a
+//                 thread), whose halo columns are padding it neither reads nor multiplies (whole_rows
+//                 in the kernel), in steps of 16 output channels where Out % 16 == 0 (half the
+//                 barriers), unrolled by 4 (OW = 8) or 2 (2026-11-28, conv_bench, H200, B = 64, two runs:
+//                 32->64 s2 @32 22.4 µs against 23.3 wide split, 64->128 s2 @16 20.7-20.8 against
+//                 22.1-22.2 narrow split, which already had whole rows; steps of 16 alone: 21.2-21.3).
 template <class G>
 using ConvPatchS2Wide = ConvPatchS2<G, 2, 8>;
 template <class G>
@@ -227,17 +240,22 @@ template <class G>
 using ConvPatchS2WideSplit = ConvPatchS2<G, 2, 8, 2, 2>;
 template <class G>
 using ConvPatchS2NarrowSplit = ConvPatchS2<G, 1, 8, 2, 2>;
+template <class G>
+constexpr bool conv_s2_row_tile() { return G::OW == 8 || G::OW == 16; }  // (64 accumulators at most)
+template <class G>
+using ConvPatchS2RowSplit = ConvPatchS2<G, 1, G::OW, 2, G::OW == 8 ? 4 : 2, G::Out % 16 == 0 ? 16 : 8>;
 
 template <class G>
 constexpr bool conv_patch_dgrad_s2_fits() {
   if constexpr (!conv_patch_dgrad_s2_shape<G>()) return false;  // the tiles exist only for these
+  else if constexpr (conv_s2_row_tile<G>() && !ConvPatchS2RowSplit<G>::within_budget) return false;
   else
     return ConvPatchS2Wide<G>::within_budget && ConvPatchS2Narrow<G>::within_budget &&
            ConvPatchS2WideSplit<G>::within_budget && ConvPatchS2NarrowSplit<G>::within_budget;
 }
 
 // The rule's tile (see above).
-enum class ConvS2Tile { wide, narrow, wide_split, narrow_split };
+enum class ConvS2Tile { wide, narrow, wide_split, narrow_split, row_split };
 template <class G>
 ConvS2Tile conv_patch_dgrad_s2_tile(int batch) {
   const long long c_tiles = ceil_div(G::C, 32);
@@ -245,6 +263,7 @@ ConvS2Tile conv_patch_dgrad_s2_tile(int batch) {
   const long long narrow = batch * ConvPatchS2Narrow<G>::row_tiles * c_tiles;
   if (wide >= 3 * conv_two_waves) return ConvS2Tile::wide;
   if (narrow >= 3 * conv_two_waves) return ConvS2Tile::narrow;
+  if (conv_s2_row_tile<G>()) return ConvS2Tile::row_split;
   return narrow > conv_two_waves ? ConvS2Tile::wide_split : ConvS2Tile::narrow_split;
 }
 
@@ -258,6 +277,10 @@ void launch_conv_patch_dgrad_s2_auto(cudaStream_t stream, const float* w, const 
       return launch_conv_patch_dgrad_s2<G, ConvPatchS2WideSplit<G>, Fn>(stream, w, dy, dx, batch, below);
     case ConvS2Tile::narrow_split:
       return launch_conv_patch_dgrad_s2<G, ConvPatchS2NarrowSplit<G>, Fn>(stream, w, dy, dx, batch, below);
+    case ConvS2Tile::row_split:
+      if constexpr (conv_s2_row_tile<G>())
+        return launch_conv_patch_dgrad_s2<G, ConvPatchS2RowSplit<G>, Fn>(stream, w, dy, dx, batch, below);
+      break;
   }
 }
 
@@ -313,7 +336,8 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
   const float* dy_n = dy + std::size_t(n) * G::Out * dy_plane;
 
   conv_patch_zero_halo<Pb, T>(Bs, y0);
-  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, dy_n, m0, y0); };
+  const ConvPatchCopies<Pb, T> copies(w, dy_n, m0, y0);
+  auto load_step = [&](int stage, int step) { copies.load(As, Bs, stage, step); };
 
   // This lane: mma group g, thread t. The warp's channels mw .. and n tiles (warp % WN)·NJ + j: dy row
   // (in the tile), first column (the same placement as the stride-2 forward's TF32 kernel).

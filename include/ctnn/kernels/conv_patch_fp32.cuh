@@ -76,7 +76,8 @@ kernel_conv_patch_fp32(const float* __restrict__ w,    // [Out][C][K][K]
   const float* src_n = src + std::size_t(n) * Pb::SC * plane;
 
   conv_patch_zero_halo<Pb, T>(Bs, y0);
-  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, src_n, m0, y0); };
+  const ConvPatchCopies<Pb, T> copies(w, src_n, m0, y0);
+  auto load_step = [&](int stage, int step) { copies.load(As, Bs, stage, step); };
 
   // This thread: reduced channels kg·CK/KS .. of each step, channel group mg, output row yl (in the tile),
   // first column x0.
@@ -345,38 +346,64 @@ __device__ __forceinline__ void conv_patch_wgrad_zero_halo(float* Xs) {
     *reinterpret_cast<float4*>(row + 4 + T::W) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
-// Copies step `step` (TH output rows of one sample) into one stage: D (BM × DS) the dy rows of output
-// channels m0 ..; X (CK × XS) the input rows of channels c0 .. (zeros outside the image and past C).
-// Offsets within a sample are 32-bit (one sample's x and dy are far below 2^31 floats) and the
-// sample's base pointers are formed once per step: the copies' address arithmetic was a quarter of the
-// kernel's instructions with 64-bit offsets per copy.
+// The copies of step `step` (TH output rows of one sample) into one stage: D (BM × DS) the dy rows of
+// output channels m0 ..; X (CK × XS) the input rows of channels c0 .. (zeros outside the image and past
+// C). As ConvPatchCopies (conv_patch.cuh): each thread's copies lie at compile-time strides from its
+// first, whose offsets it works out once; a step forms the sample's base pointers (64-bit) and tests
+// which of the thread's input rows lie in the image.
 template <class G, class T>
-__device__ __forceinline__ void conv_patch_wgrad_load_step(float* D, float* X, int step, const float* x,
-                                                           const float* dy, int c0, int m0) {
-  constexpr int OW = T::OW, W = T::W, row_tiles = T::OH / T::TH;
-  constexpr int plane = T::H * W, out_plane = T::OH * OW;
+class ConvWgradCopies {
+  static constexpr int OW = T::OW, W = T::W, W4 = W / 4, row_tiles = T::OH / T::TH, NT = T::threads;
+  static constexpr int plane = T::H * W, out_plane = T::OH * OW;
+  using DG = CopyGrid<T::BM, T::TH * OW / 4, NT>;  // dy: BM output channels of TH·OW pixels
+  using XG = CopyGrid<T::CK, T::PR * W4, NT>;      // x: CK channels of PR input rows
   static_assert((long long)G::C * plane < (1ll << 31) && (long long)G::Out * out_plane < (1ll << 31), "32-bit offsets");
-  const int n = step / row_tiles, oy0 = step % row_tiles * T::TH;
-  const float* dy_n = dy + std::size_t(n) * G::Out * out_plane + oy0 * OW;
-  const float* x_n = x + std::size_t(n) * G::C * plane;
-  constexpr int d_quads = T::BM * T::TH * OW / 4, run_quads = T::TH * OW / 4;
+
+  const float* x_;
+  const float* dy_;
+  int d_src_, d_dst_, d_r0_, d_q0_, d_limit_;  // d_limit_: output channels from m0 on
+  int x_src_, x_r0_, x_q0_, x_limit_, x_dst_[XG::quad_passes], x_row_[XG::quad_passes];
+
+ public:
+  __device__ ConvWgradCopies(const float* x, const float* dy, int c0, int m0) : x_(x), dy_(dy) {
+    d_r0_ = DG::first_row(), d_q0_ = DG::first_quad();
+    d_src_ = (m0 + d_r0_) * out_plane + 4 * d_q0_, d_dst_ = d_r0_ * T::DS + 4 * d_q0_, d_limit_ = G::Out - m0;
+    x_r0_ = XG::first_row(), x_q0_ = XG::first_quad(), x_limit_ = G::C - c0;
+    x_src_ = (c0 + x_r0_) * plane - T::P * W + 4 * x_q0_;
 #pragma unroll
-  for (int j = 0; j < ceil_div(d_quads, T::threads); ++j) {
-    const int e = threadIdx.x + j * T::threads, mm = e / run_quads, v = e % run_quads;
-    const bool ok = m0 + mm < G::Out;
-    if (d_quads % T::threads == 0 || e < d_quads)
-      cp_async_f32x4(D + mm * T::DS + 4 * v, dy_n + (ok ? (m0 + mm) * out_plane + 4 * v : 0), ok);
+    for (int i = 0; i < XG::quad_passes; ++i) {
+      const int u = x_q0_ + i * NT;
+      x_row_[i] = u / W4, x_dst_[i] = x_r0_ * T::XS + x_row_[i] * T::RS + 4 + 4 * (u % W4);
+    }
   }
-  constexpr int x_quads = T::CK * T::PR * (W / 4);
+
+  __device__ __forceinline__ void load(float* D, float* X, int step) const {
+    const int n = step / row_tiles, oy0 = step % row_tiles * T::TH;
+    const float* dy_n = dy_ + (std::size_t(n) * G::Out * out_plane + oy0 * OW + d_src_);
 #pragma unroll
-  for (int j = 0; j < ceil_div(x_quads, T::threads); ++j) {
-    const int e = threadIdx.x + j * T::threads, v = e % (W / 4), r = e / (W / 4) % T::PR, c = e / (W / 4 * T::PR);
-    const int y = T::S * oy0 - T::P + r;
-    const bool ok = y >= 0 && y < T::H && c0 + c < G::C;  // rows outside the image, channels past C: zeros
-    if (x_quads % T::threads == 0 || e < x_quads)
-      cp_async_f32x4(X + c * T::XS + r * T::RS + 4 + 4 * v, x_n + (ok ? (c0 + c) * plane + y * W + 4 * v : 0), ok);
+    for (int j = 0; j < DG::row_passes; ++j)
+#pragma unroll
+      for (int i = 0; i < DG::quad_passes; ++i) {
+        if (!DG::has(d_r0_, d_q0_, i, j)) continue;
+        const int r = j * DG::row_step, q = 4 * i * NT;
+        const bool ok = G::Out % T::BM == 0 || d_r0_ + r < d_limit_;
+        cp_async_f32x4(D + d_dst_ + r * T::DS + q, ok ? dy_n + r * out_plane + q : dy_, ok);
+      }
+    const float* x_n = x_ + (std::size_t(n) * G::C * plane + T::S * oy0 * W + x_src_);
+#pragma unroll
+    for (int i = 0; i < XG::quad_passes; ++i) {
+      const int y = T::S * oy0 - T::P + x_row_[i];
+      const bool in = y >= 0 && y < T::H;
+#pragma unroll
+      for (int j = 0; j < XG::row_passes; ++j) {
+        if (!XG::has(x_r0_, x_q0_, i, j)) continue;
+        const int r = j * XG::row_step;
+        const bool ok = in && (G::C % T::CK == 0 || x_r0_ + r < x_limit_);
+        cp_async_f32x4(X + x_dst_[i] + r * T::XS, ok ? x_n + r * plane + 4 * i * NT : x_, ok);
+      }
+    }
   }
-}
+};
 
 // The bias gradient db[m] = Σ dy[n][m][y][x] of the patch weight-gradient kernels, from their staged dy
 // (BM rows of TH·OW pixels a step). Every block of a split stages the same dy rows for its channel tile
@@ -427,9 +454,8 @@ kernel_conv_patch_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   const int first = blockIdx.x * per_split, count = min_of(per_split, steps - first);
 
   conv_patch_wgrad_zero_halo<T>(Xs);
-  auto load_step = [&](int stage, int t) {
-    conv_patch_wgrad_load_step<G, T>(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t, x, dy, c0, m0);
-  };
+  const ConvWgradCopies<G, T> copies(x, dy, c0, m0);
+  auto load_step = [&](int stage, int t) { copies.load(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t); };
 
   // Warp wi of half h (channels m0 + 4·TM·h ..), lane (c, mg).
   const int warp = threadIdx.x / 32, h = warp / 4, wi = warp % 4, lane = threadIdx.x % 32, c = lane % T::CK,

@@ -80,7 +80,8 @@ kernel_conv_patch_fwd_s2(const float* __restrict__ w,     // [Out][C][K][K]
   const float* x_n = x + std::size_t(n) * G::C * in_plane;
 
   conv_patch_zero_halo<Pb, T>(Bs, 2 * y0);
-  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, x_n, m0, 2 * y0); };
+  const ConvPatchCopies<Pb, T> copies(w, x_n, m0, 2 * y0);
+  auto load_step = [&](int stage, int step) { copies.load(As, Bs, stage, step); };
 
   // This thread: input channels kg·CK/KS .. of each step, channel group mg, output row yl (in the tile),
   // first output column x0.
@@ -271,7 +272,8 @@ kernel_conv_patch_fwd_s2_mma(const float* __restrict__ w,     // [Out][C][K][K]
   const float* x_n = x + std::size_t(n) * G::C * in_plane;
 
   conv_patch_zero_halo<Pb, T>(Bs, 2 * y0);
-  auto load_step = [&](int stage, int step) { conv_patch_load_step<Pb, T>(As, Bs, stage, step, w, x_n, m0, 2 * y0); };
+  const ConvPatchCopies<Pb, T> copies(w, x_n, m0, 2 * y0);
+  auto load_step = [&](int stage, int step) { copies.load(As, Bs, stage, step); };
 
   // This lane: mma group g, thread t. The warp's rows mw .. and n tiles (warp % WN)·NJ + j: output row
   // (in the tile), first column.

@@ -105,9 +105,8 @@ kernel_conv_patch_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
   const int first = blockIdx.x * per_split, count = min_of(per_split, steps - first);
 
   conv_patch_wgrad_zero_halo<T>(Xs);
-  auto load_step = [&](int stage, int t) {
-    conv_patch_wgrad_load_step<G, T>(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t, x, dy, c0, m0);
-  };
+  const ConvWgradCopies<G, T> copies(x, dy, c0, m0);
+  auto load_step = [&](int stage, int t) { copies.load(Ds + stage * T::d_floats, Xs + stage * T::x_floats, first + t); };
 
   // Warp (kg, cg): input channels c0 + 8·cg .., k-steps kg, kg + KG, ... of each step.
   const int warp = threadIdx.x / 32, cg = warp % T::CG, kg = warp / T::CG, lane = threadIdx.x % 32, g = lane / 4,
