@@ -35,7 +35,8 @@ class CudaGraph {
       throw;
     }
     CTNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
-    CTNN_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    // Each kernel node keeps the priority of the stream it was captured from (cuda_network.hpp).
+    CTNN_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, cudaGraphInstantiateFlagUseNodePriority));
   }
 
   void launch(cudaStream_t stream) { CTNN_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }

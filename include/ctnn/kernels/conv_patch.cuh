@@ -137,6 +137,16 @@ struct CopyGrid {
     const bool row_in = Rows % row_step == 0 && !idle_threads ? true : r0 < row_step && r0 + j * row_step < Rows;
     return row_in && (Quads % Threads == 0 || by_rows || q0 + i * Threads < Quads);
   }
+  // Calls f(i, r, q) for each copy the thread (first copy (r0, q0)) has: quad pass i, r rows and q quads
+  // from its first copy.
+  template <class F>
+  __device__ __forceinline__ static void for_each(int r0, int q0, F&& f) {
+#pragma unroll
+    for (int j = 0; j < row_passes; ++j)
+#pragma unroll
+      for (int i = 0; i < quad_passes; ++i)
+        if (has(r0, q0, i, j)) f(i, j * row_step, i * Threads);
+  }
 };
 
 // The copies (cp.async, 16 bytes each) of one channel step into a stage: the weights of output rows
@@ -182,25 +192,17 @@ class ConvPatchCopies {
   __device__ __forceinline__ void load(float* As, float* Bs, int stage, int step) const {
     float* A = As + stage * T::a_floats + w_dst_;
     const float* from = w_ + (w_src_ + step * w_src_step);
-#pragma unroll
-    for (int j = 0; j < WG::row_passes; ++j)
-#pragma unroll
-      for (int i = 0; i < WG::quad_passes; ++i) {
-        if (!WG::has(w_r0_, w_q0_, i, j)) continue;
-        const int r = j * WG::row_step, q = 4 * i * NT;
-        const bool ok = full_tiles || (Pb::dgrad ? w_q0_ + i * NT < w_limit_ : w_r0_ + r < w_limit_);
-        const float* src = ok ? from + r * w_src_row + q : w_;
-        if constexpr (T::l1_weights) cp_async_f32x4_l1(A + r * w_dst_row + q, src, ok);
-        else cp_async_f32x4(A + r * w_dst_row + q, src, ok);
-      }
+    WG::for_each(w_r0_, w_q0_, [&](int, int r, int q) {
+      const bool ok = full_tiles || (Pb::dgrad ? w_q0_ + q < w_limit_ : w_r0_ + r < w_limit_);
+      const float* src = ok ? from + r * w_src_row + 4 * q : w_;
+      if constexpr (T::l1_weights) cp_async_f32x4_l1(A + r * w_dst_row + 4 * q, src, ok);
+      else cp_async_f32x4(A + r * w_dst_row + 4 * q, src, ok);
+    });
     float* B = Bs + stage * T::b_floats;
     const float* patch = src_n_ + (p_src_ + step * CK * plane);
-#pragma unroll
-    for (int j = 0; j < PG::row_passes; ++j)
-#pragma unroll
-      for (int i = 0; i < PG::quad_passes; ++i)
-        if (PG::has(p_r0_, p_q0_, i, j) && p_in_[i])
-          cp_async_f32x4(B + p_dst_[i] + j * PG::row_step * T::CS, patch + j * PG::row_step * plane + 4 * i * NT, true);
+    PG::for_each(p_r0_, p_q0_, [&](int i, int r, int q) {
+      if (p_in_[i]) cp_async_f32x4(B + p_dst_[i] + r * T::CS, patch + r * plane + 4 * q, true);
+    });
   }
 };
 

@@ -380,28 +380,16 @@ class ConvWgradCopies {
   __device__ __forceinline__ void load(float* D, float* X, int step) const {
     const int n = step / row_tiles, oy0 = step % row_tiles * T::TH;
     const float* dy_n = dy_ + (std::size_t(n) * G::Out * out_plane + oy0 * OW + d_src_);
-#pragma unroll
-    for (int j = 0; j < DG::row_passes; ++j)
-#pragma unroll
-      for (int i = 0; i < DG::quad_passes; ++i) {
-        if (!DG::has(d_r0_, d_q0_, i, j)) continue;
-        const int r = j * DG::row_step, q = 4 * i * NT;
-        const bool ok = G::Out % T::BM == 0 || d_r0_ + r < d_limit_;
-        cp_async_f32x4(D + d_dst_ + r * T::DS + q, ok ? dy_n + r * out_plane + q : dy_, ok);
-      }
+    DG::for_each(d_r0_, d_q0_, [&](int, int r, int q) {
+      const bool ok = G::Out % T::BM == 0 || d_r0_ + r < d_limit_;
+      cp_async_f32x4(D + d_dst_ + r * T::DS + 4 * q, ok ? dy_n + r * out_plane + 4 * q : dy_, ok);
+    });
     const float* x_n = x_ + (std::size_t(n) * G::C * plane + T::S * oy0 * W + x_src_);
-#pragma unroll
-    for (int i = 0; i < XG::quad_passes; ++i) {
+    XG::for_each(x_r0_, x_q0_, [&](int i, int r, int q) {
       const int y = T::S * oy0 - T::P + x_row_[i];
-      const bool in = y >= 0 && y < T::H;
-#pragma unroll
-      for (int j = 0; j < XG::row_passes; ++j) {
-        if (!XG::has(x_r0_, x_q0_, i, j)) continue;
-        const int r = j * XG::row_step;
-        const bool ok = in && (G::C % T::CK == 0 || x_r0_ + r < x_limit_);
-        cp_async_f32x4(X + x_dst_[i] + r * T::XS, ok ? x_n + r * plane + 4 * i * NT : x_, ok);
-      }
-    }
+      const bool ok = y >= 0 && y < T::H && (G::C % T::CK == 0 || x_r0_ + r < x_limit_);
+      cp_async_f32x4(X + x_dst_[i] + r * T::XS, ok ? x_n + r * plane + 4 * q : x_, ok);
+    });
   }
 };
 

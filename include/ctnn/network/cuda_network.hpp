@@ -432,8 +432,15 @@ class CudaNetwork {
   explicit CudaNetwork(std::uint64_t seed = 1) {
     detail::require_cuda_device();
     try {
-      CTNN_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
-      CTNN_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+      // The data gradients (this stream) are the step's critical path; the weight gradients beside them
+      // (side stream) fill what is left: when SMs free up, the block scheduler serves the higher-priority
+      // kernel's waiting blocks first. Captured graphs keep it (CudaGraph instantiates with node
+      // priorities). vgg, FP32, batch 64 on an H200: 0.2135 -> 0.2113 s an epoch (the side stream first:
+      // strided at 256 0.1383 -> 0.1446).
+      int least = 0, greatest = 0;
+      CTNN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      CTNN_CUDA_CHECK(cudaStreamCreateWithPriority(&ctx_.stream, cudaStreamNonBlocking, greatest));
+      CTNN_CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, least));
       CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
       CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
       CTNN_CUDA_CHECK(cudaMalloc(&arena_, arena_bytes));
