@@ -3,7 +3,8 @@
 // family that can run it (for stride-1 "same" layers the FP32 staged-patch tiles too), and the one the
 // rule picks (marked *); for the implicit-GEMM layers also the
 // TF32 tensor-core kernels (conv_mma.cuh, Math::tf32: the rule's tile marked *, and tile variants; for
-// stride-1 "same" layers the staged-patch kernels of conv_patch.cuh and the gathering kernel beside them).
+// stride-1 "same" layers the staged-patch kernels of conv_patch.cuh and the gathering kernel beside them,
+// and where the program has sm_90a device code the wgmma kernels of conv_wgmma.cuh, not in the rule yet).
 // Prints one table row each:
 //   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
 // Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls (none for `1 1`), then `samples` samples of
@@ -25,6 +26,7 @@
 
 #include <ctnn/core/random.hpp>
 #include <ctnn/kernels/conv.cuh>
+#include <ctnn/kernels/conv_wgmma.cuh>
 #include <ctnn/layers/conv.hpp>
 
 using namespace ctnn;
@@ -34,6 +36,7 @@ namespace {
 int g_samples = 30, g_reps = 10, g_batch = 0;
 const char* g_layer = "";
 double g_peak_tflops = 0, g_tf32_peak_tflops = 0;
+bool g_wgmma = false;  // the program's device code has the wgmma kernels (sm_90a)
 
 struct Buf {
   float* p = nullptr;
@@ -170,6 +173,24 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     dgr("tf32 patch 64", false, [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64>>(s, w.p, nullptr, dy.p, dx.p, n); });
     dgr("tf32 patch 64 8 warps", false,
         [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>(s, w.p, nullptr, dy.p, dx.p, n); });
+  }
+  if constexpr (conv_wgmma_fits<G>()) {  // the wgmma kernels (sm_90a; not in the rule yet), their weights' copy apart
+    if (g_wgmma) {
+      using PF = ConvPatchFwd<G>;
+      using PD = ConvPatchDgrad<G>;
+      const Buf wt(B::weight_count, 99);
+      launch_wgmma_weights<PF, ConvWgmmaRule<PF>>(s, w.p, wt.p);
+      fwd("tf32 wgmma (sm_90a)", false,
+          [&] { launch_conv_wgmma<PF, ConvWgmmaRule<PF>>(s, wt.p, b.p, x.p, y.p, n); });
+      // The weights' copy: its time, no FLOPs (the TFLOP/s column reads 0).
+      row(name, n, "fwd", "tf32 wgmma weights copy", false,
+          time_us(s, [&] { launch_wgmma_weights<PF, ConvWgmmaRule<PF>>(s, w.p, wt.p); }), 0, tp);
+      launch_wgmma_weights<PD, ConvWgmmaRule<PD>>(s, w.p, wt.p);
+      dgr("tf32 wgmma (sm_90a)", false,
+          [&] { launch_conv_wgmma<PD, ConvWgmmaRule<PD>>(s, wt.p, nullptr, dy.p, dx.p, n); });
+      row(name, n, "dgrad", "tf32 wgmma weights copy", false,
+          time_us(s, [&] { launch_wgmma_weights<PD, ConvWgmmaRule<PD>>(s, w.p, wt.p); }), 0, tp);
+    }
   }
   wgr(conv_patch_wgrad_mma_fits<G>() ? "tf32 rule (patch)" : "tf32 rule (gather)", true,
       [&] { Dev::template backward_weights_with<gemm>(ctx, x.p, dy.p, dw.p, db.p, n); });
@@ -423,7 +444,9 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, peak clock %.0f MHz: FP32 peak %.1f TFLOP/s (128 FMA/clk/SM), dense TF32 "
               "tensor peak %.1f TFLOP/s (1024 FMA/clk/SM; %% column of the tf32 rows)\n",
               prop.name, sms, khz / 1e3, g_peak_tflops, g_tf32_peak_tflops);
-  std::printf("median of %d samples of %d calls; * = the kernel the rule picks\n", g_samples, g_reps);
+  g_wgmma = kernels::conv_wgmma_available();
+  std::printf("median of %d samples of %d calls; * = the kernel the rule picks; wgmma rows: %s\n", g_samples, g_reps,
+              g_wgmma ? "yes (sm_90a device code)" : "no (needs sm_90a device code on a Hopper GPU)");
   std::printf("%-26s %5s  %-8s %-20s %c %9s %8s %8s %7s\n", "layer", "batch", "dir", "kernel", ' ', "us", "GFLOP",
               "TFLOP/s", "peak");
   // LeNet-5 (MNIST).

@@ -1,0 +1,182 @@
+// The wgmma TF32 convolution kernels (kernels/conv_wgmma.cuh: stride-1 "same" 3×3, forward and backward
+// data) against a host reference in double on fresh random inputs, outputs poisoned first, on the CIFAR
+// networks' stride-1 layers, each tile shape, batches 1, 3 and 13; the activations folded into the stores
+// against the plain kernel's output.
+//
+// Each output is checked twice:
+//  1. Against the exact sum, within what the kernel's TF32 operands allow: the weights are rounded
+//     (relative error <= 2^-11), the patch truncated by the tensor cores (<= 2^-10), so each product is
+//     off by <= 2^-10 + 2^-11 + 2^-21 of itself, and the FP32 sum of K terms adds <= K·2^-24 of their
+//     magnitude.
+//  2. Against the sum in double of the operands as the kernel sees them (rounded weights, truncated
+//     patch), within the FP32 tolerance of the other kernel tests (close_sum): this one sees a single
+//     missing or doubled term, which bound 1 (scaled by all the terms' magnitude) might not.
+// Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <ctnn/kernels/conv_direct.cuh>
+#include <ctnn/kernels/conv_wgmma.cuh>
+
+#include "kernel_test.hpp"
+
+using namespace ctnn;
+using namespace ctnn_test;
+
+namespace {
+
+double tf32_rounded(float x) {  // cvt.rna.tf32.f32: to nearest on the 10-bit mantissa, ties away
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+double tf32_truncated(float x) {  // what the tensor cores take of an FP32 operand
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= 0xffffe000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+struct Reference {
+  std::vector<double> exact, seen, mag;  // exact sum, sum of the kernel's operands, Σ|terms|
+  explicit Reference(std::size_t n) : exact(n), seen(n), mag(n) {}
+  void add(std::size_t i, float weight, float value) {
+    exact[i] += double(weight) * value;
+    seen[i] += tf32_rounded(weight) * tf32_truncated(value);
+    mag[i] += std::fabs(double(weight) * value);
+  }
+};
+
+void check(Tally& t, const std::vector<float>& got, const Reference& ref, int terms, const char* what) {
+  double worst = 0;
+  std::size_t at = 0;
+  bool finite = true;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double bound =
+        (std::ldexp(1.0, -10) + std::ldexp(1.0, -11) + std::ldexp(1.0, -21) + terms * std::ldexp(1.0, -24)) * ref.mag[i];
+    const double err = std::fabs(double(got[i]) - ref.exact[i]);
+    finite = finite && std::isfinite(got[i]);
+    if (err > worst * bound) worst = err / (bound + 1e-300), at = i;
+  }
+  std::printf("%s %s: max error %.3f of the TF32 bound (at %zu: got %.7g want %.7g)\n",
+              finite && worst <= 1.0 ? "ok  " : "FAIL", what, worst, at, double(got[at]), ref.exact[at]);
+  t(finite && worst <= 1.0);
+  char q[200];
+  std::snprintf(q, sizeof q, "%s, against the sum of the kernel's operands", what);
+  t(close_sum(got, std::vector<float>(ref.seen.begin(), ref.seen.end()), q));
+}
+
+template <int C, int H, int W, int Out>
+void test_layer(Tally& t, const char* name, std::uint64_t seed) {
+  using G = kernels::ConvDims<C, H, W, Out, 3, 1, 1, 1>;
+  using PF = kernels::ConvPatchFwd<G>;
+  using PD = kernels::ConvPatchDgrad<G>;
+  static_assert(kernels::conv_wgmma_fits<G>());
+  if (!case_selected(name)) return;
+  Stream stream;
+  const std::vector<float> w = random_vector(std::size_t(Out) * C * 9, seed), b = random_vector(Out, seed + 1);
+  DeviceBuffer<float> d_w(w), d_b(b), d_wt(w.size());
+  constexpr int plane = H * W;
+  for (const int batch : std::getenv("CTNN_QUICK") ? std::vector<int>{1, 3} : std::vector<int>{1, 3, 13}) {
+    const std::size_t nx = std::size_t(batch) * C * plane, ny = std::size_t(batch) * Out * plane;
+    const std::vector<float> x = random_vector(nx, seed + 2 + batch), dy = random_vector(ny, seed + 3 + 7 * batch);
+    // The activation below the layer, for the backward data's folded derivative: ReLU's output.
+    std::vector<float> below = random_vector(nx, seed + 5 + batch);
+    for (float& v : below) v = v < 0 ? 0.f : v;
+    Reference y_ref(ny), dx_ref(nx);
+    for (int n = 0; n < batch; ++n)
+      for (int o = 0; o < Out; ++o)
+        for (int oy = 0; oy < H; ++oy)
+          for (int ox = 0; ox < W; ++ox) {
+            const std::size_t yi = ((std::size_t(n) * Out + o) * H + oy) * W + ox;
+            y_ref.exact[yi] = y_ref.seen[yi] = b[o];
+            y_ref.mag[yi] = std::fabs(double(b[o]));
+            for (int c = 0; c < C; ++c)
+              for (int ky = 0; ky < 3; ++ky)
+                for (int kx = 0; kx < 3; ++kx) {
+                  const int iy = oy - 1 + ky, ix = ox - 1 + kx;
+                  if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                  const std::size_t wi = ((std::size_t(o) * C + c) * 3 + ky) * 3 + kx;
+                  const std::size_t xi = ((std::size_t(n) * C + c) * H + iy) * W + ix;
+                  y_ref.add(yi, w[wi], x[xi]);
+                  dx_ref.add(xi, w[wi], dy[yi]);
+                }
+          }
+    DeviceBuffer<float> d_x(x), d_dy(dy), d_below(below), d_y(ny), d_dx(nx);
+    auto run = [&](auto&& launch, DeviceBuffer<float>& out) {
+      out.poison();
+      d_wt.poison();
+      launch();
+      stream.sync();
+      return out.download();
+    };
+    char what[200];
+    auto label = [&](const char* dir, const char* tile) {
+      std::snprintf(what, sizeof what, "%s batch %d %s, tile %s", name, batch, dir, tile);
+      return what;
+    };
+    auto forward = [&]<class T>(const char* tile) {
+      const auto y = run([&] {
+        kernels::launch_wgmma_weights<PF, T>(stream.s, d_w.ptr, d_wt.ptr);
+        kernels::launch_conv_wgmma<PF, T>(stream.s, d_wt.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      }, d_y);
+      check(t, y, y_ref, C * 9, label("forward", tile));
+      const auto y_relu = run([&] {
+        kernels::launch_wgmma_weights<PF, T>(stream.s, d_w.ptr, d_wt.ptr);
+        kernels::launch_conv_wgmma<PF, T, relu_fn>(stream.s, d_wt.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+      }, d_y);
+      std::vector<float> want(y);
+      for (float& v : want) v = relu_fn::apply(v);
+      t(same_bits(y_relu, want, label("forward with ReLU in the store = ReLU(forward)", tile)));
+    };
+    auto backward = [&]<class T>(const char* tile) {
+      const auto dx = run([&] {
+        kernels::launch_wgmma_weights<PD, T>(stream.s, d_w.ptr, d_wt.ptr);
+        kernels::launch_conv_wgmma<PD, T>(stream.s, d_wt.ptr, nullptr, d_dy.ptr, d_dx.ptr, batch);
+      }, d_dx);
+      check(t, dx, dx_ref, Out * 9, label("backward data", tile));
+      const auto dx_relu = run([&] {
+        kernels::launch_wgmma_weights<PD, T>(stream.s, d_w.ptr, d_wt.ptr);
+        kernels::launch_conv_wgmma<PD, T, relu_fn>(stream.s, d_wt.ptr, d_below.ptr, d_dy.ptr, d_dx.ptr, batch);
+      }, d_dx);
+      std::vector<float> want(dx);
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] *= relu_fn::derivative(below[i]);
+      t(same_bits(dx_relu, want, label("backward data with ReLU's derivative in the store", tile)));
+    };
+    forward.template operator()<kernels::ConvWgmmaRule<PF>>("the rule's");
+    forward.template operator()<kernels::ConvWgmmaTile<PF, 8, 1, 16>>("8 rows, 1 warpgroup, 16 channels a step");
+    if constexpr (H % 16 == 0 && W == 32) forward.template operator()<kernels::ConvWgmmaTile<PF, 16, 2, 8>>("16 rows, 2 warpgroups");
+    if constexpr (W == 32) forward.template operator()<kernels::ConvWgmmaTile<PF, 8, 1, 8>>("8 rows, 1 warpgroup");
+    backward.template operator()<kernels::ConvWgmmaRule<PD>>("the rule's");
+    if constexpr (H % 16 == 0 && W == 16) backward.template operator()<kernels::ConvWgmmaTile<PD, 16, 2, 8>>("16 rows, 2 warpgroups");
+  }
+}
+
+}  // namespace
+
+int main() {
+  require_cuda_device();
+  if (!kernels::conv_wgmma_available()) {
+    std::printf("this program's device code has no wgmma (needs sm_90a and a Hopper GPU): skipping\n");
+    return 77;
+  }
+  Tally t;
+  try {
+    test_layer<32, 32, 32, 32>(t, "CIFAR 32->32 at 32x32", 51);
+    test_layer<32, 16, 16, 64>(t, "CIFAR 32->64 at 16x16", 52);
+    test_layer<64, 16, 16, 64>(t, "CIFAR 64->64 at 16x16", 53);
+    test_layer<64, 8, 8, 64>(t, "CIFAR 64->64 at 8x8", 54);
+  } catch (const std::exception& e) {
+    std::printf("FAIL exception: %s\n", e.what());
+    t(false);
+  }
+  return t.summary();
+}
