@@ -22,12 +22,12 @@
 // The patch is not rounded: the tensor cores truncate it to TF32 (as cuBLAS's Hopper TF32 kernels do),
 // 2^-10 relative at most, against 2^-11 for conv_patch.cuh's rounding.
 //
-// Status (twenty-fourth stop, H200): correct, and faster than the mma.sync patch kernels on the
-// 64-channel layers (64→64 @16, batch 256: 222 against 152 TFLOP/s), not on 32→32 @32 (133 against
-// 140): with N = 32 each A tile (2 KB) feeds 16 clocks of tensor work, and the shared-memory pipe
-// (the operand reads) is what binds (Nsight Compute: L1 wavefronts ~80%, tensor pipe 27-43%). Not
-// wired into the networks yet: it needs sm_90a device code (the build's default is sm_90) and the
-// weights' copy kept by the optimizer. docs/conv_kernels.md, twenty-fourth stop.
+// Status (twenty-fourth stop, H200): faster than the mma.sync patch kernels on the 16×16 and 8×8 layers
+// (64→64 @16, batch 256: 218 against 149 TFLOP/s), not on 32→32 @32 at batch 256 (133 against 138:
+// with N = 32 an A tile feeds only 16 clocks of tensor work). Nsight Compute: tensor pipe 27-43%, the
+// warps waiting on their own staging (the next step's global loads, the block barrier). Not wired into
+// the networks yet: it needs sm_90a device code (the build's default is sm_90) and the weights' copy
+// kept by the optimizer. docs/conv_kernels.md, twenty-fourth stop.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
