@@ -31,7 +31,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
-#include <string>
 
 #include "conv_patch.cuh"
 
@@ -180,6 +179,7 @@ constexpr bool conv_wgmma_fits() {
 template <class Pb, int TH_ = 8, int WGS_ = 2, int CK_ = 8>
 struct ConvWgmmaTile {
   static constexpr int TH = TH_, WGS = WGS_, CK = CK_, threads = 128 * WGS, BN = Pb::M;
+  static constexpr int BM = BN;  // all M channels in one block (launch_conv_patch_kernel's grid.y = 1)
   static constexpr int L = Pb::W + 2, PR = TH + 2, KK = 9, chunks = CK / 4;
   static constexpr int tiles = TH / 8 * (Pb::W / 8), MT = tiles / WGS;
   static constexpr int chunk_floats = ceil_div(PR * L * 4, 32) * 32;  // a 4-channel chunk of the patch
@@ -342,12 +342,7 @@ void launch_conv_wgmma(cudaStream_t stream, const float* wt, const float* aux, c
   if (!conv_patch_aligned(wt, src, out))
     throw std::invalid_argument("ctnn: Conv (TF32 wgmma kernel): the weights' copy and the source must be 16-byte "
                                 "aligned, the output 8-byte aligned");
-  if ((long long)batch * T::row_tiles > 0x7fffffffLL)
-    throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
-  if (batch <= 0) return;
-  request_dynamic_smem<kernel_conv_wgmma<Pb, T, Fn>, T::smem_bytes>();
-  launch_kernel(kernel_conv_wgmma<Pb, T, Fn>, dim3(unsigned(batch * T::row_tiles)), T::threads, T::smem_bytes,
-                stream, 1, Launch::dependent, wt, aux, src, out);
+  launch_conv_patch_kernel<Pb, T, kernel_conv_wgmma<Pb, T, Fn>>(stream, wt, aux, src, out, batch);
 }
 
 }  // namespace ctnn::kernels
