@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root: builds the conv tests and benchmarks (only those), then
 # runs the stages named on the command line (default: test bench):
-#   test      tests/gpu/test_kernel_conv.cu and test_kernel_conv_tf32.cu
+#   test      tests/gpu/test_kernel_conv.cu, test_kernel_conv_tf32.cu, test_kernel_conv_wgmma.cu and
+#             test_conv_wgmma_network.cu (the last two skip, exit 77, without sm_90a device code)
 #   bench     benchmarks/conv_bench (per-layer table, FP32 and TF32)
 #   cifar     benchmarks/cifar_bench --math fp32,tf32 (epoch times; CIFAR_ARGS adds options)
 #   sanitize  compute-sanitizer memcheck and racecheck on the conv tests (SAN_TESTS: which; CTNN_ONLY=text
@@ -9,7 +10,8 @@
 #   sass      the benchmark's machine code, gzipped
 #   ncu       Nsight Compute on one call of each conv kernel of the benchmark
 # Logs go to $OUT (or ./gpu-out). With CONV_BIN=dir the binaries built elsewhere (dir/conv_bench,
-# dir/cifar_bench, dir/gpu_test_kernel_conv, dir/gpu_test_kernel_conv_tf32) run instead: no build.
+# dir/cifar_bench, dir/gpu_test_kernel_conv, dir/gpu_test_kernel_conv_tf32, dir/gpu_test_kernel_conv_wgmma,
+# dir/gpu_test_conv_wgmma_network) run instead: no build.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/gpu-out}
@@ -23,7 +25,8 @@ if [ -n "${CONV_BIN:-}" ]; then
 else
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTNN_BUILD_TESTS=ON -DCTNN_BUILD_BENCHMARKS=ON \
     -DCTNN_BUILD_EXAMPLES=OFF "${vendor[@]}" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build "$build" -j16 --target gpu_test_kernel_conv gpu_test_kernel_conv_tf32 conv_bench cifar_bench \
+  cmake --build "$build" -j16 --target gpu_test_kernel_conv gpu_test_kernel_conv_tf32 gpu_test_kernel_conv_wgmma \
+    gpu_test_conv_wgmma_network conv_bench cifar_bench \
     >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -40; exit 1; }
   bin=$build/benchmarks; test_bin=$build/tests/gpu
 fi
@@ -31,8 +34,10 @@ failed=0
 for stage in ${*:-test bench}; do
   case $stage in
     test)
-      for t in conv conv_tf32; do
-        "$test_bin/gpu_test_kernel_$t" >"$out/test-$t.log" 2>&1 || failed=1
+      for t in kernel_conv kernel_conv_tf32 kernel_conv_wgmma conv_wgmma_network; do
+        "$test_bin/gpu_test_$t" >"$out/test-$t.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] || [ $rc -eq 77 ] || failed=1
         echo "test $t: $(grep -E "^FAIL|passed" "$out/test-$t.log" | head -20)"
       done ;;
     bench)
@@ -41,9 +46,9 @@ for stage in ${*:-test bench}; do
     cifar)
       "$bin/cifar_bench" --math fp32,tf32 ${CIFAR_ARGS:-} 2>&1 | tee "$out/cifar.log" || failed=1 ;;
     sanitize)
-      for t in ${SAN_TESTS:-conv conv_tf32}; do
+      for t in ${SAN_TESTS:-kernel_conv kernel_conv_tf32 kernel_conv_wgmma conv_wgmma_network}; do
         for tool in memcheck racecheck; do
-          CTNN_QUICK=1 timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$test_bin/gpu_test_kernel_$t" >"$out/sanitize-$t-$tool.log" 2>&1 || failed=1
+          CTNN_QUICK=1 timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$test_bin/gpu_test_$t" >"$out/sanitize-$t-$tool.log" 2>&1 || failed=1
           echo "$tool $t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$t-$tool.log" | tail -1) $(grep -E 'passed' "$out/sanitize-$t-$tool.log" | tail -1)"
         done
       done ;;

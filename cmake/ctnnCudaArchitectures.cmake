@@ -29,3 +29,18 @@ function(ctnn_default_cuda_architectures)
   message(STATUS "ctnn: CMAKE_CUDA_ARCHITECTURES was not set; using ctnn's default "
                  "${CTNN_DEFAULT_CUDA_ARCHITECTURES} (set it, e.g. to native, to choose)")
 endfunction()
+
+# ctnn_use_wgmma(target...): where the targets build for Hopper (90 in their CUDA_ARCHITECTURES), build
+# them for 90a in its place, so that their TF32 convolutions can run on wgmma (kernels/conv_wgmma.cuh;
+# wgmma is not in sm_90's instruction set). 90a code runs on Hopper only: no PTX for later GPUs. Elsewhere
+# the kernels' probe (conv_wgmma_available) says no and the other TF32 kernels run.
+function(ctnn_use_wgmma)
+  foreach(target ${ARGN})
+    get_target_property(archs ${target} CUDA_ARCHITECTURES)
+    if(NOT archs OR NOT "90" IN_LIST archs)
+      continue()
+    endif()
+    list(TRANSFORM archs REPLACE "^90$" "90a")
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${archs}")
+  endforeach()
+endfunction()

@@ -3,14 +3,8 @@
 // networks' stride-1 layers, each tile shape, batches 1, 3 and 13; the activations folded into the stores
 // against the plain kernel's output.
 //
-// Each output is checked twice:
-//  1. Against the exact sum, within what the kernel's TF32 operands allow: the weights are rounded
-//     (relative error <= 2^-11), the patch truncated by the tensor cores (<= 2^-10), so each product is
-//     off by <= 2^-10 + 2^-11 + 2^-21 of itself, and the FP32 sum of K terms adds <= K·2^-24 of their
-//     magnitude.
-//  2. Against the sum in double of the operands as the kernel sees them (rounded weights, truncated
-//     patch), within the FP32 tolerance of the other kernel tests (close_sum): this one sees a single
-//     missing or doubled term, which bound 1 (scaled by all the terms' magnitude) might not.
+// Each output is checked twice (wgmma_reference.hpp): against the exact sum within the TF32 bound, and
+// against the sum of the operands as the kernel sees them within FP32's.
 // Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
 #include <cmath>
 #include <cstdint>
@@ -22,57 +16,12 @@
 #include <ctnn/kernels/conv_wgmma.cuh>
 
 #include "kernel_test.hpp"
+#include "wgmma_reference.hpp"
 
 using namespace ctnn;
 using namespace ctnn_test;
 
 namespace {
-
-double tf32_rounded(float x) {  // cvt.rna.tf32.f32: to nearest on the 10-bit mantissa, ties away
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x1000u) & 0xffffe000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-double tf32_truncated(float x) {  // what the tensor cores take of an FP32 operand
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u &= 0xffffe000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
-struct Reference {
-  std::vector<double> exact, seen, mag;  // exact sum, sum of the kernel's operands, Σ|terms|
-  explicit Reference(std::size_t n) : exact(n), seen(n), mag(n) {}
-  void add(std::size_t i, float weight, float value) {
-    exact[i] += double(weight) * value;
-    seen[i] += tf32_rounded(weight) * tf32_truncated(value);
-    mag[i] += std::fabs(double(weight) * value);
-  }
-};
-
-void check(Tally& t, const std::vector<float>& got, const Reference& ref, int terms, const char* what) {
-  double worst = 0;
-  std::size_t at = 0;
-  bool finite = true;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double bound =
-        (std::ldexp(1.0, -10) + std::ldexp(1.0, -11) + std::ldexp(1.0, -21) + terms * std::ldexp(1.0, -24)) * ref.mag[i];
-    const double err = std::fabs(double(got[i]) - ref.exact[i]);
-    finite = finite && std::isfinite(got[i]);
-    if (err > worst * bound) worst = err / (bound + 1e-300), at = i;
-  }
-  std::printf("%s %s: max error %.3f of the TF32 bound (at %zu: got %.7g want %.7g)\n",
-              finite && worst <= 1.0 ? "ok  " : "FAIL", what, worst, at, double(got[at]), ref.exact[at]);
-  t(finite && worst <= 1.0);
-  char q[200];
-  std::snprintf(q, sizeof q, "%s, against the sum of the kernel's operands", what);
-  t(close_sum(got, std::vector<float>(ref.seen.begin(), ref.seen.end()), q));
-}
 
 template <int C, int H, int W, int Out>
 void test_layer(Tally& t, const char* name, std::uint64_t seed) {

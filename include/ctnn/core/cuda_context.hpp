@@ -36,6 +36,13 @@ struct CudaContext {
   // cuBLASLt, for products with the bias and activation in their epilogue (kernels/dense_lt.cuh); null:
   // those layers use cuBLAS and separate bias and activation kernels instead.
   cublasLtHandle_t blas_lt = nullptr;
+  // TF32 copies of convolution weights for the wgmma kernels (kernels/conv_wgmma.cuh, sm_90a), made by
+  // the network at the start of each forward: the weights at wgmma_params + i (i < wgmma_floats) have
+  // their forward-layout copy at wgmma_weights + i and their backward-data copy at wgmma_weights +
+  // wgmma_floats + i. Null (the default): no copies; the Conv layers run their other TF32 kernels.
+  const float* wgmma_params = nullptr;
+  std::size_t wgmma_floats = 0;
+  const float* wgmma_weights = nullptr;
 };
 
 namespace detail {

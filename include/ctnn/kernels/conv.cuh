@@ -6,7 +6,9 @@
 // staged input patch (conv_patch_fp32.cuh; forward and backward data with the GEMM's bits), and the
 // forward of 3×3 stride-1 layers at batches that fill the GPU by Winograd's F(2×2, 3×3) (conv_winograd.cuh).
 // With ctx.math == Math::tf32 the implicit GEMMs run on the TF32 tensor cores (conv_mma.cuh; the same
-// layers from a staged patch, conv_patch.cuh, where its rule picks it); the direct kernels stay FP32.
+// layers from a staged patch, conv_patch.cuh, where its rule picks it; the stride-1 3×3 layers of 32 or
+// 64 channels on Hopper's wgmma, conv_wgmma.cuh, where the program has sm_90a device code and ctx the
+// weights' TF32 copies, as a CudaNetwork's does); the direct kernels stay FP32.
 // All of them are deterministic (no float atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
@@ -23,6 +25,7 @@
 #include "conv_patch.cuh"
 #include "conv_patch_fp32.cuh"
 #include "conv_patch_wgrad_mma.cuh"
+#include "conv_wgmma.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -80,6 +83,17 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   static constexpr ConvAlgo dgrad_algo = kernels::conv_dgrad_rule<dims>();
   static constexpr ConvAlgo wgrad_algo = kernels::conv_wgrad_rule<dims>();
 
+  // Whether TF32 forward and backward data can run on the wgmma kernels (conv_wgmma.cuh), reading the
+  // TF32 copies of the weights that a network keeps in ctx (CudaNetwork makes them: wgmma_jobs).
+  static constexpr bool has_wgmma = kernels::conv_wgmma_fits<dims>();
+  // The two copies of w: forward layout into fwd, backward-data layout into dgrad (M·C·K·K floats each).
+  static void wgmma_jobs(const float* w, float* fwd, float* dgrad, kernels::WgmmaWeightsJob (&jobs)[2]) {
+    using F = kernels::ConvPatchFwd<dims>;
+    using D = kernels::ConvPatchDgrad<dims>;
+    jobs[0] = {w, fwd, F::M, F::SC, kernels::ConvWgmmaRule<F>::CK, false};
+    jobs[1] = {w, dgrad, D::M, D::SC, kernels::ConvWgmmaRule<D>::CK, true};
+  }
+
   // Stage-1 partials of the weight-gradient reduction of the given family (for the implicit GEMM:
   // enough for its FP32 and its TF32 kernels, the math being chosen at run time).
   template <ConvAlgo Algo>
@@ -107,7 +121,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       kernels::kernel_conv_forward_direct<dims><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
       CTNN_CHECK_LAUNCH();
     } else if (ctx.math == Math::tf32) {
-      kernels::launch_conv_tf32_forward<dims>(ctx.stream, w, b, x, y, batch);
+      if (!kernels::launch_conv_wgmma_rule<dims, false>(ctx, w, b, x, y, batch))
+        kernels::launch_conv_tf32_forward<dims>(ctx.stream, w, b, x, y, batch);
     } else {
       kernels::launch_conv_fp32_forward<dims>(ctx.stream, w, b, x, y, batch);
     }
@@ -131,7 +146,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
       kernels::kernel_conv_forward_direct<dims, false, Fn><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
       CTNN_CHECK_LAUNCH();
     } else if (ctx.math == Math::tf32) {
-      kernels::launch_conv_tf32_forward<dims, Fn>(ctx.stream, w, b, x, y, batch);
+      if (!kernels::launch_conv_wgmma_rule<dims, false, Fn>(ctx, w, b, x, y, batch))
+        kernels::launch_conv_tf32_forward<dims, Fn>(ctx.stream, w, b, x, y, batch);
     } else {
       kernels::launch_conv_fp32_forward_act<dims, Fn>(ctx.stream, w, b, x, y, batch);
     }
@@ -144,8 +160,10 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     kernels::check_batch(batch, "Conv backward");
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? dgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::implicit_gemm) {
-      if (ctx.math == Math::tf32) kernels::launch_conv_tf32_dgrad<dims>(ctx.stream, w, dy, dx, batch);
-      else kernels::launch_conv_fp32_dgrad<dims>(ctx.stream, w, dy, dx, batch);
+      if (ctx.math == Math::tf32) {
+        if (!kernels::launch_conv_wgmma_rule<dims, true>(ctx, w, nullptr, dy, dx, batch))
+          kernels::launch_conv_tf32_dgrad<dims>(ctx.stream, w, dy, dx, batch);
+      } else kernels::launch_conv_fp32_dgrad<dims>(ctx.stream, w, dy, dx, batch);
     } else if constexpr (kernels::conv_dgrad_by_flip<dims>()) {
       using DG = kernels::ConvDgradDims<dims>;
       using Cfg = kernels::ConvDirectFlipped<DG>;
@@ -170,7 +188,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
                                 int batch) {
     kernels::check_batch(batch, "Conv backward");
     if constexpr (dgrad_algo != ConvAlgo::implicit_gemm) return false;
-    else if (ctx.math == Math::tf32) return kernels::launch_conv_tf32_dgrad_act<dims, Fn>(ctx.stream, w, dy, x, dx, batch);
+    else if (ctx.math == Math::tf32)
+      return kernels::launch_conv_wgmma_rule<dims, true, Fn>(ctx, w, x, dy, dx, batch) ||
+             kernels::launch_conv_tf32_dgrad_act<dims, Fn>(ctx.stream, w, dy, x, dx, batch);
     else return kernels::launch_conv_fp32_dgrad_act<dims, Fn>(ctx.stream, w, dy, x, dx, batch);
   }
 

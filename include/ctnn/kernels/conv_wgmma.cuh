@@ -17,21 +17,24 @@
 //     pixels (four 16-byte stores). A 64-row A tile is 8 × 8 output pixels: its core matrices are image
 //     rows, L · 16 bytes apart (SBO), the two channel chunks a chunk apart (LBO); a tap (ky, kx) only
 //     moves the start address;
-//   B, the weights, come from a copy made once per weight update by kernel_wgmma_weights: [channel
-//     step][tap][chunk][M][4], rounded to TF32 (cvt.rna); a step's weights are one contiguous run.
+//   B, the weights, come from a copy made by kernel_wgmma_weights: [channel step][tap][chunk][M][4],
+//     rounded to TF32 (cvt.rna); a step's weights are one contiguous run. A CudaNetwork makes the copies
+//     of all its wgmma layers in one launch at the start of each pass (CudaContext::wgmma_weights).
 // The patch is not rounded: the tensor cores truncate it to TF32 (as cuBLAS's Hopper TF32 kernels do),
 // 2^-10 relative at most, against 2^-11 for conv_patch.cuh's rounding.
 //
 // Status (twenty-fourth stop, H200): faster than the mma.sync patch kernels on the 16×16 and 8×8 layers
 // (64→64 @16, batch 256: 218 against 149 TFLOP/s), not on 32→32 @32 at batch 256 (133 against 138:
 // with N = 32 an A tile feeds only 16 clocks of tensor work). Nsight Compute: tensor pipe 27-43%, the
-// warps waiting on their own staging (the next step's global loads, the block barrier). Not wired into
-// the networks yet: it needs sm_90a device code (the build's default is sm_90) and the weights' copy
-// kept by the optimizer. docs/conv_kernels.md, twenty-fourth stop.
+// warps waiting on their own staging (the next step's global loads, the block barrier). In the networks'
+// TF32 rule since the twenty-fifth stop (cuda_layer<Conv>: launch_conv_wgmma_rule), where the program
+// was built for sm_90a (CMake: ctnn_use_wgmma) and runs on a Hopper GPU. docs/conv_kernels.md.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
+#include "../core/cuda_context.hpp"
 #include "conv_patch.cuh"
 
 namespace ctnn::kernels {
@@ -138,30 +141,51 @@ __device__ __forceinline__ void cp_async_f32(float* dst_smem, const float* src) 
 #endif
 }
 
-// --- The weights' copy ------------------------------------------------------------------------------------
-// wt [SC / CK][KK][CK / 4][M][4] from w, channel c = CK·step + 4·chunk + c4: forward (Pb::dgrad false)
+// --- The weights' copies ----------------------------------------------------------------------------------
+// wt [SC / CK][KK][CK / 4][M][4] from w, channel c = CK·step + 4·chunk + c4: forward (dgrad false)
 // w [M][SC][KK], element (m, c, tap) = w[m][c][tap]; backward data w [SC][M][KK] read flipped,
 // (m, c, tap) = w[c][m][KK − 1 − tap]. Rounded to TF32 (to nearest, ties away) so that the tensor cores'
-// truncation keeps them.
-template <class Pb, int CK>
-__global__ void kernel_wgmma_weights(const float* __restrict__ w, float* __restrict__ wt) {
-  constexpr int M = Pb::M, SC = Pb::SC, KK = Pb::K * Pb::K, total = M * SC * KK;
+// truncation keeps them. A network makes all its layers' copies in one launch: one job a copy.
+struct WgmmaWeightsJob {
+  const float* w;
+  float* wt;
+  int M, SC, CK;
+  bool dgrad;
+};
+template <int N>
+struct WgmmaWeightsJobs {
+  WgmmaWeightsJob job[N];
+};
+
+// blockIdx.y: the job; the blocks of x stride over its M · SC · 9 floats.
+template <int N>
+__global__ void kernel_wgmma_weights(const WgmmaWeightsJobs<N> jobs) {
+  constexpr int KK = 9;
   wait_for_prior_grids();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int c4 = i % 4, m = i / 4 % M, chunk = i / (4 * M) % (CK / 4), tap = i / (CK * M) % KK, s = i / (CK * M * KK);
-  const int c = CK * s + 4 * chunk + c4;
-  const float v = Pb::dgrad ? w[(c * M + m) * KK + KK - 1 - tap] : w[(m * SC + c) * KK + tap];
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
-  wt[i] = __uint_as_float(r);
+  const WgmmaWeightsJob& j = jobs.job[blockIdx.y];
+  const int M = j.M, total = M * j.SC * KK;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int c4 = i % 4, m = i / 4 % M, chunk = i / (4 * M) % (j.CK / 4), tap = i / (j.CK * M) % KK,
+              s = i / (j.CK * M * KK);
+    const int c = j.CK * s + 4 * chunk + c4;
+    const float v = j.dgrad ? j.w[(c * M + m) * KK + KK - 1 - tap] : j.w[(m * j.SC + c) * KK + tap];
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+    j.wt[i] = __uint_as_float(r);
+  }
 }
 
+template <int N>
+void launch_wgmma_weights(cudaStream_t stream, const WgmmaWeightsJobs<N>& jobs) {
+  int most = 0;
+  for (const WgmmaWeightsJob& j : jobs.job) most = most > j.M * j.SC * 9 ? most : j.M * j.SC * 9;
+  launch_kernel(kernel_wgmma_weights<N>, dim3(ceil_div(most, 256), N), 256, 0, stream, 1, Launch::dependent, jobs);
+}
+
+// The copy of one layer's weights for the kernel of problem Pb and tile T.
 template <class Pb, class T>
 void launch_wgmma_weights(cudaStream_t stream, const float* w, float* wt) {
-  constexpr int total = Pb::M * Pb::SC * Pb::K * Pb::K;
-  launch_kernel(kernel_wgmma_weights<Pb, T::CK>, dim3(ceil_div(total, 256)), 256, 0, stream, 1, Launch::dependent, w,
-                wt);
+  launch_wgmma_weights(stream, WgmmaWeightsJobs<1>{{{w, wt, Pb::M, Pb::SC, T::CK, Pb::dgrad}}});
 }
 
 // --- Tile -------------------------------------------------------------------------------------------------
@@ -343,6 +367,40 @@ void launch_conv_wgmma(cudaStream_t stream, const float* wt, const float* aux, c
     throw std::invalid_argument("ctnn: Conv (TF32 wgmma kernel): the weights' copy and the source must be 16-byte "
                                 "aligned, the output 8-byte aligned");
   launch_conv_patch_kernel<Pb, T, kernel_conv_wgmma<Pb, T, Fn>>(stream, wt, aux, src, out, batch);
+}
+
+// --- The rule ----------------------------------------------------------------------------------------------
+// Where a layer fits and the context keeps its weights' copies (a network's, CudaNetwork::set_math), every
+// batch but those above 128 on 32-column layers: there the mma.sync kernel is as fast (32→32 @32 on an
+// H200: batch 64 9.8 against 11.0 µs, batch 256 36.4 against 35.0; docs/conv_kernels.md).
+template <class G>
+bool conv_wgmma_chosen(int batch) {
+  return conv_wgmma_fits<G>() && (G::W != 32 || batch <= 128);
+}
+
+// The TF32 copy (forward or backward-data layout) of the `count` weights at w, where ctx keeps one; null
+// elsewhere.
+inline const float* wgmma_weights_of(const CudaContext& ctx, const float* w, std::size_t count, bool dgrad) {
+  const auto at = reinterpret_cast<std::uintptr_t>(w), from = reinterpret_cast<std::uintptr_t>(ctx.wgmma_params);
+  if (!ctx.wgmma_weights || at < from || (at - from) % sizeof(float) != 0 ||
+      (at - from) / sizeof(float) + count > ctx.wgmma_floats)
+    return nullptr;
+  return ctx.wgmma_weights + (dgrad ? ctx.wgmma_floats : 0) + (at - from) / sizeof(float);
+}
+
+// The forward (out = y, aux = the bias) or backward data (out = dx, aux = the output of the activation Fn
+// below) of layer G on the wgmma kernel, where the rule takes it; false, having launched nothing, elsewhere.
+template <class G, bool Dgrad, class Fn = identity_fn>
+bool launch_conv_wgmma_rule(const CudaContext& ctx, const float* w, const float* aux, const float* src, float* out,
+                            int batch) {
+  if constexpr (!conv_wgmma_fits<G>()) return false;
+  else {
+    using Pb = std::conditional_t<Dgrad, ConvPatchDgrad<G>, ConvPatchFwd<G>>;
+    const float* wt = wgmma_weights_of(ctx, w, std::size_t(G::Out) * G::C * 9, Dgrad);
+    if (!wt || !conv_wgmma_chosen<G>(batch) || !conv_patch_aligned(wt, src, out)) return false;
+    launch_conv_wgmma<Pb, ConvWgmmaRule<Pb>, Fn>(ctx.stream, wt, aux, src, out, batch);
+    return true;
+  }
 }
 
 }  // namespace ctnn::kernels

@@ -25,6 +25,8 @@
 //                                        (kernels/reduce.cuh); zero between launches
 //   side workspace, side tickets         the same again, for the weight gradients that the fused
 //                                        backward runs on a second stream (see loss_pass_fused)
+//   wgmma      2 · wgmma_span floats     TF32 copies of the weights of the convolutions that run on
+//                                        the wgmma kernels (see wgmma_layer); none in most networks
 //
 // Two ways to run it: layer by layer (forward, backward: every activation slot and gradient written,
 // what the tests compare layer by layer), or by the fusion plan (network/fusion.hpp: forward_fused,
@@ -400,6 +402,35 @@ class CudaNetwork {
   }
 
  public:
+  // The layers whose TF32 forward and backward data run on the wgmma kernels (kernels/conv_wgmma.cuh,
+  // sm_90a): the network keeps TF32 copies of their weights (region wgmma, the parameter floats
+  // [wgmma_first, wgmma_first + wgmma_span) twice: forward and backward-data layouts), remade at the
+  // start of every pass (refresh_wgmma_weights) while the math is TF32 and the device code has wgmma.
+  template <std::size_t I>
+  static constexpr bool wgmma_layer() {
+    if constexpr (requires { layer_kernels<I>::has_wgmma; }) return layer_kernels<I>::has_wgmma;
+    else return false;
+  }
+  template <std::size_t... I>
+  static constexpr std::array<std::size_t, 4> wgmma_layout(std::index_sequence<I...>) {  // first, end, layers, layer
+    std::array<std::size_t, 4> r{plan::param_floats, 0, 0, L};
+    auto add = [&r](bool yes, std::size_t i) {
+      if (!yes) return;
+      r[0] = std::min(r[0], plan::weight_offset[i]);
+      r[1] = std::max(r[1], plan::weight_offset[i] + plan::weight_count[i]);
+      ++r[2];
+      r[3] = std::min(r[3], i);
+    };
+    (add(wgmma_layer<I>(), I), ...);
+    return r;
+  }
+  static constexpr auto wgmma_layout_ = wgmma_layout(std::make_index_sequence<L>{});
+  static constexpr std::size_t wgmma_layers = wgmma_layout_[2];
+  static constexpr std::size_t wgmma_first = wgmma_layers > 0 ? wgmma_layout_[0] : 0;
+  static constexpr std::size_t wgmma_span = wgmma_layers > 0 ? wgmma_layout_[1] - wgmma_layout_[0] : 0;
+  // The fused group of the first wgmma layer: its forward waits for the copies (refresh_wgmma_weights).
+  static constexpr std::size_t wgmma_group = wgmma_layers > 0 ? fusion::group_of(wgmma_layout_[3]) : fusion::group_count;
+
   // Region sizes.
   static constexpr std::size_t param_floats = plan::param_floats;
   static constexpr std::size_t activation_floats = plan::activation_floats(std::size_t(MaxBatch));
@@ -424,8 +455,9 @@ class CudaNetwork {
   static constexpr std::size_t side_workspace_at = tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
   static constexpr std::size_t side_tickets_at =
       side_workspace_at + detail::align_bytes(workspace_floats * sizeof(float));
+  static constexpr std::size_t wgmma_at = side_tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
   // Total device memory of the arena (for the model card).
-  static constexpr std::size_t arena_bytes = side_tickets_at + detail::align_bytes(ticket_count * sizeof(unsigned));
+  static constexpr std::size_t arena_bytes = wgmma_at + detail::align_bytes(2 * wgmma_span * sizeof(float));
 
   // Parameters and state from init_parameters<Net>(seed) on the host, so that the host backend starts
   // from the same weights for the same seed. Throws ctnn::cuda_error when there is no CUDA device.
@@ -443,6 +475,7 @@ class CudaNetwork {
       CTNN_CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, least));
       CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
       CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+      CTNN_CUDA_CHECK(cudaEventCreateWithFlags(&wgmma_ready_, cudaEventDisableTiming));
       CTNN_CUDA_CHECK(cudaMalloc(&arena_, arena_bytes));
       CTNN_CUBLAS_CHECK(cublasCreate(&ctx_.blas));
       CTNN_CUBLAS_CHECK(cublasSetStream(ctx_.blas, ctx_.stream));
@@ -462,6 +495,7 @@ class CudaNetwork {
       init_parameters<Net>(p.data(), st.data(), seed);
       set_parameters(p);
       set_state(st);
+      if constexpr (wgmma_layers > 0) wgmma_device_ = kernels::conv_wgmma_available();
     } catch (...) {
       release();
       throw;
@@ -484,8 +518,15 @@ class CudaNetwork {
   void set_math(Math math) {
     CTNN_CUBLAS_CHECK(cublasSetMathMode(ctx_.blas, math == Math::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     ctx_.math = math;
+    const bool wgmma = wgmma_layers > 0 && wgmma_device_ && math == Math::tf32;
+    ctx_.wgmma_params = wgmma ? params() + wgmma_first : nullptr;
+    ctx_.wgmma_floats = wgmma ? wgmma_span : 0;
+    ctx_.wgmma_weights = wgmma ? region<float>(wgmma_at) : nullptr;
   }
   Math math() const { return ctx_.math; }
+  // Whether the TF32 convolutions that fit run on the wgmma kernels (wgmma_layer): TF32 math, and device
+  // code with wgmma (built for sm_90a, running on a Hopper GPU).
+  bool wgmma() const { return ctx_.wgmma_weights != nullptr; }
   // Whether the fused backward (loss_pass_fused) runs weight gradients on a second stream, beside the
   // data gradients they do not feed (the default), or everything on stream() one kernel after another.
   // The results are the same bits either way; the switch is for measuring (docs/fusion.md).
@@ -517,6 +558,8 @@ class CudaNetwork {
     check_batch(batch);
     if (last >= L) throw std::out_of_range("ctnn: forward through layer " + std::to_string(last) +
                                            " of a network of " + std::to_string(L) + " layers");
+    refresh_wgmma_weights();
+    wait_wgmma_weights();
     forward_layers(batch, last, mode, std::make_index_sequence<L>{});
   }
 
@@ -544,9 +587,11 @@ class CudaNetwork {
   void forward_tail(int batch) {
     static_assert(has_tail_kernel, "ctnn: this network has no tail kernel (see tail_first)");
     check_batch(batch);
+    refresh_wgmma_weights();
     kernels::static_for<int(tail_group)>([&](auto g) { group_forward<decltype(g)::value>(batch, Mode::eval, true); });
     constexpr FusedGroup grp = fusion::groups[tail_group];
     if constexpr (tail_first > grp.first) conv_act_forward<grp.first>(batch);  // writes activation(tail_first)
+    wait_wgmma_weights();
     // Over a block an SM, blocks of 256 threads (registers for two an SM): the strided CIFAR network's
     // tail at batch 256 took 7.3 µs against 9.4 with 512 (H100); at 64 and 1, 5.7 and 5.4 against 5.4
     // and 5.1 (docs/fusion.md).
@@ -559,7 +604,9 @@ class CudaNetwork {
   // the slots inside a conv group. Enqueue only.
   void forward_groups(int batch, Mode mode = Mode::eval) {
     check_batch(batch);
+    refresh_wgmma_weights();
     kernels::static_for<int(fusion::group_count)>([&](auto g) { group_forward<decltype(g)::value>(batch, mode, true); });
+    wait_wgmma_weights();
   }
   // The network kernel's forward (evaluation mode): one launch, output() its only write. Enqueue only.
   void forward_network_kernel(int batch) { forward_network_kernel(batch, input(), output()); }
@@ -596,12 +643,14 @@ class CudaNetwork {
     constexpr std::size_t tg = fusion::group_of(top);
     constexpr FusedGroup grp = fusion::groups[tg];
     const bool gather_in_first = gather && tg > 0 && first_group_gathers(batch);
+    refresh_wgmma_weights();
     if (gather && !gather_in_first) kernels::gather_normalize<int(plan::act_size[0])>(ctx_.stream, *gather);
     kernels::static_for<int(tg)>([&](auto g) {
       constexpr std::size_t gi = decltype(g)::value;
       if (gi == 0 && gather_in_first) gathering_group_forward<gi>(batch, mode, *gather);
       else group_forward<gi>(batch, mode, false);
     });
+    wait_wgmma_weights();
     grad_folded_.fill(false);  // (before the top chain, which may fold the activation below it)
     bool chain_done = false;   // the top chain's forward, loss and backward data are done
     using K = group_kernels<tg>;
@@ -750,6 +799,7 @@ class CudaNetwork {
   // Forward of group g; forward_only: a pass without a loss (see runs_fused).
   template <std::size_t g>
   void group_forward(int batch, Mode mode, bool forward_only) {
+    if constexpr (g == wgmma_group) wait_wgmma_weights();
     constexpr FusedGroup grp = fusion::groups[g];
     using K = group_kernels<g>;
     if (!runs_fused<g>(batch, forward_only)) {
@@ -787,6 +837,7 @@ class CudaNetwork {
   // with the gather in blocks of its launch (loss_pass_fused).
   template <std::size_t g>
   void gathering_group_forward(int batch, Mode mode, const kernels::GatherArgs& gather) {
+    if constexpr (g == wgmma_group) wait_wgmma_weights();
     if constexpr (fusion::groups[g].kind == GroupKind::conv && fused_group<g>) {
       using G = typename group_kernels<g>::G;
       conv_group_forward<g>(batch, mode, kernels::GatherLoad<G::C, G::H, G::W>{gather});
@@ -1009,6 +1060,38 @@ class CudaNetwork {
     return a;
   }
 
+  // The TF32 copies of the wgmma layers' weights from params(), where the context keeps them: one launch
+  // at the start of each pass, since the weights may have changed since the last (an optimizer step,
+  // set_parameters).
+  // On the second stream, beside the pass's first kernels (the gather, an RGB stem), which do not read
+  // them; stream() waits for them before the first group that does (wait_wgmma_weights).
+  void refresh_wgmma_weights() {
+    if constexpr (wgmma_layers > 0) {
+      if (!ctx_.wgmma_weights) return;
+      CTNN_CUDA_CHECK(cudaEventRecord(fork_, ctx_.stream));
+      CTNN_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+      kernels::WgmmaWeightsJobs<int(2 * wgmma_layers)> jobs{};
+      int at = 0;
+      kernels::static_for<int(L)>([&](auto i) {
+        constexpr std::size_t I = decltype(i)::value;
+        if constexpr (wgmma_layer<I>()) {
+          float* fwd = region<float>(wgmma_at) + (plan::weight_offset[I] - wgmma_first);
+          kernels::WgmmaWeightsJob two[2];
+          layer_kernels<I>::wgmma_jobs(params() + plan::weight_offset[I], fwd, fwd + wgmma_span, two);
+          jobs.job[at++] = two[0], jobs.job[at++] = two[1];
+        }
+      });
+      kernels::launch_wgmma_weights(side_stream_, jobs);
+      CTNN_CUDA_CHECK(cudaEventRecord(wgmma_ready_, side_stream_));
+      wgmma_pending_ = true;
+    }
+  }
+  void wait_wgmma_weights() {
+    if (!wgmma_pending_) return;
+    CTNN_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, wgmma_ready_, 0));
+    wgmma_pending_ = false;
+  }
+
   template <class T>
   std::vector<T> download(const T* src, std::size_t n) const {
     std::vector<T> h(n);
@@ -1027,6 +1110,8 @@ class CudaNetwork {
     if (side_stream_) cudaStreamSynchronize(side_stream_);
     if (fork_) cudaEventDestroy(fork_);
     if (join_) cudaEventDestroy(join_);
+    if (wgmma_ready_) cudaEventDestroy(wgmma_ready_);
+    wgmma_ready_ = nullptr;
     if (side_stream_) cudaStreamDestroy(side_stream_);
     fork_ = join_ = nullptr;
     side_stream_ = nullptr;
@@ -1041,11 +1126,14 @@ class CudaNetwork {
   CudaContext ctx_{};
   cudaStream_t side_stream_ = nullptr;  // the weight gradients of the fused backward (weights_context)
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaEvent_t wgmma_ready_ = nullptr;  // the wgmma copies of this pass are made (refresh_wgmma_weights)
+  bool wgmma_pending_ = false;         // stream() has not waited for them yet
   ParametersDone parameters_done_;  // see on_parameters_done
   bool side_forked_ = false;  // the second stream has work that stream() has not yet waited for
   bool concurrent_weight_gradients_ = true;
   std::array<bool, L + 1> grad_folded_{};  // see grad_folded
   std::uint64_t seed_ = 0;
+  bool wgmma_device_ = false;  // the device code has wgmma (kernels::conv_wgmma_available, at construction)
   std::byte* arena_ = nullptr;
 };
 

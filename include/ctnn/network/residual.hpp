@@ -356,6 +356,7 @@ struct cuda_layer<Residual<Seq<Ls...>>, In> {
     kernels::check_workspace(ctx, front, "Residual", batch);
     c.workspace = ctx.workspace + front;
     c.workspace_floats = ctx.workspace_floats - front;
+    c.wgmma_weights = nullptr;  // the network keeps the wgmma copies of its own layers' weights, not of these
     return c;
   }
 

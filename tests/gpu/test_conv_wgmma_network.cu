@@ -1,0 +1,227 @@
+// The wgmma convolutions inside a network (CudaNetwork with Math::tf32, built for sm_90a): the network
+// keeps TF32 copies of its wgmma layers' weights, remade at the start of every pass, and those layers'
+// forward and backward data run on the wgmma kernels. On fresh random inputs, slots poisoned first:
+//   - the copies hold every weight of each wgmma layer in the kernels' layouts (forward, backward data),
+//     rounded to TF32, bit for bit, and follow new parameters at the next pass;
+//   - each wgmma layer's output and input gradient in the network against the host reference in double
+//     (wgmma_reference.hpp: the TF32 bound, and the sum of the operands the wgmma kernel sees: weights
+//     rounded, the source truncated), and bit for bit against the wgmma kernel launched directly;
+//   - training: the network learns synthetic bands with TF32 on wgmma to within a point of FP32.
+// Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <ctnn/ctnn.hpp>
+#include <ctnn/train/cuda_trainer.hpp>
+
+#include "kernel_test.hpp"
+#include "wgmma_reference.hpp"
+
+using namespace ctnn;
+using namespace ctnn_test;
+
+namespace {
+
+// An RGB stem (3 channels: not a wgmma layer), then two wgmma layers (32→64 at 16×16, 64→64 at 8×8)
+// around a pooling, and a Dense head.
+using Net = Network<Seq<Conv<32, 3, Pad<1>>, ReLU, Conv<64, 3, Pad<1>>, ReLU, Pool<2>, Conv<64, 3, Pad<1>>, ReLU,
+                        Dense<10>, Softmax>,
+                    Input<3, 16, 16>>;
+constexpr int max_batch = 32;
+using Dev = CudaNetwork<Net, max_batch>;
+static_assert(!Dev::wgmma_layer<0>() && Dev::wgmma_layer<2>() && Dev::wgmma_layer<5>() && Dev::wgmma_layers == 2);
+
+std::vector<float> download(const float* p, std::size_t n) {
+  std::vector<float> h(n);
+  CTNN_CUDA_CHECK(cudaDeviceSynchronize());
+  CTNN_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return h;
+}
+void upload(float* p, const std::vector<float>& h) {
+  CTNN_CUDA_CHECK(cudaDeviceSynchronize());
+  CTNN_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+float tf32_rna(float x) { return float(tf32_rounded(x)); }
+
+// Layer I's copies in the network's wgmma region against its weights, laid out on the host.
+template <std::size_t I>
+void check_copies(Tally& t, Dev& net, const char* when) {
+  using K = Dev::layer_kernels<I>;
+  using G = typename K::dims;
+  constexpr int C = G::C, Out = G::Out, KK = 9;
+  const CudaContext& ctx = net.context();
+  const std::size_t at = Dev::plan::weight_offset[I] - Dev::wgmma_first, n = std::size_t(Out) * C * KK;
+  const std::vector<float> w = download(net.params() + Dev::plan::weight_offset[I], n);
+  const std::vector<float> copies = download(ctx.wgmma_weights, 2 * ctx.wgmma_floats);
+  for (int dir = 0; dir < 2; ++dir) {
+    const int M = dir == 0 ? Out : C, SC = dir == 0 ? C : Out;
+    constexpr int CK = 8;  // the rule's tile: one k8 slice a step
+    static_assert(kernels::ConvWgmmaRule<kernels::ConvPatchFwd<G>>::CK == CK &&
+                  kernels::ConvWgmmaRule<kernels::ConvPatchDgrad<G>>::CK == CK);
+    std::vector<float> want(n), got(copies.begin() + std::ptrdiff_t(dir * ctx.wgmma_floats + at),
+                                    copies.begin() + std::ptrdiff_t(dir * ctx.wgmma_floats + at + n));
+    for (int s = 0; s < SC / CK; ++s)
+      for (int tap = 0; tap < KK; ++tap)
+        for (int chunk = 0; chunk < CK / 4; ++chunk)
+          for (int m = 0; m < M; ++m)
+            for (int c4 = 0; c4 < 4; ++c4) {
+              const int c = CK * s + 4 * chunk + c4;
+              const float v = dir == 0 ? w[(std::size_t(m) * SC + c) * KK + tap] : w[(std::size_t(c) * M + m) * KK + KK - 1 - tap];
+              want[(((std::size_t(s) * KK + tap) * (CK / 4) + chunk) * M + m) * 4 + c4] = tf32_rna(v);
+            }
+    char what[120];
+    std::snprintf(what, sizeof what, "layer %zu's %s copy, %s", I, dir == 0 ? "forward" : "backward-data", when);
+    t(same_bits(got, want, what));
+  }
+}
+
+// Layer I (a wgmma Conv) in the network after a layer-by-layer training forward and backward of `batch`.
+template <std::size_t I>
+void check_layer(Tally& t, Dev& net, int batch) {
+  using K = Dev::layer_kernels<I>;
+  using G = typename K::dims;
+  constexpr int C = G::C, Out = G::Out, H = G::H, W = G::W, plane = H * W;
+  const std::size_t nw = std::size_t(Out) * C * 9;
+  const std::vector<float> w = download(net.params() + Dev::plan::weight_offset[I], nw);
+  const std::vector<float> b = download(net.params() + Dev::plan::bias_offset[I], Out);
+  const std::size_t nx = std::size_t(batch) * C * plane, ny = std::size_t(batch) * Out * plane;
+  const std::vector<float> x = download(net.activation(I), nx), y = download(net.activation(I + 1), ny);
+  const std::vector<float> dy = download(net.activation_grad(I + 1), ny), dx = download(net.activation_grad(I), nx);
+  Reference y_ref(ny), dx_ref(nx);
+  for (int n = 0; n < batch; ++n)
+    for (int o = 0; o < Out; ++o)
+      for (int oy = 0; oy < H; ++oy)
+        for (int ox = 0; ox < W; ++ox) {
+          const std::size_t yi = ((std::size_t(n) * Out + o) * H + oy) * W + ox;
+          y_ref.exact[yi] = y_ref.seen[yi] = b[o];
+          y_ref.mag[yi] = std::fabs(double(b[o]));
+          for (int c = 0; c < C; ++c)
+            for (int ky = 0; ky < 3; ++ky)
+              for (int kx = 0; kx < 3; ++kx) {
+                const int iy = oy - 1 + ky, ix = ox - 1 + kx;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                const std::size_t wi = ((std::size_t(o) * C + c) * 3 + ky) * 3 + kx;
+                const std::size_t xi = ((std::size_t(n) * C + c) * H + iy) * W + ix;
+                y_ref.add(yi, w[wi], x[xi]);
+                dx_ref.add(xi, w[wi], dy[yi]);
+              }
+        }
+  char what[120];
+  std::snprintf(what, sizeof what, "network layer %zu (%d->%d at %dx%d) batch %d forward", I, C, Out, H, W, batch);
+  check(t, y, y_ref, C * 9, what);
+  std::snprintf(what, sizeof what, "network layer %zu (%d->%d at %dx%d) batch %d backward data", I, C, Out, H, W, batch);
+  check(t, dx, dx_ref, Out * 9, what);
+
+  // The same bits as the wgmma kernels launched directly on the network's copies and slots.
+  using PF = kernels::ConvPatchFwd<G>;
+  using PD = kernels::ConvPatchDgrad<G>;
+  const CudaContext& ctx = net.context();
+  const float* wt = ctx.wgmma_weights + (Dev::plan::weight_offset[I] - Dev::wgmma_first);
+  DeviceBuffer<float> d_y(ny), d_dx(nx);
+  d_y.poison(), d_dx.poison();
+  kernels::launch_conv_wgmma<PF, kernels::ConvWgmmaRule<PF>>(ctx.stream, wt, net.params() + Dev::plan::bias_offset[I],
+                                                            net.activation(I), d_y.ptr, batch);
+  kernels::launch_conv_wgmma<PD, kernels::ConvWgmmaRule<PD>>(ctx.stream, wt + ctx.wgmma_floats, nullptr,
+                                                            net.activation_grad(I + 1), d_dx.ptr, batch);
+  CTNN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  std::snprintf(what, sizeof what, "network layer %zu batch %d forward = the wgmma kernel's", I, batch);
+  t(same_bits(y, d_y.download(), what));
+  std::snprintf(what, sizeof what, "network layer %zu batch %d backward data = the wgmma kernel's", I, batch);
+  t(same_bits(dx, d_dx.download(), what));
+}
+
+void test_passes(Tally& t) {
+  Dev net(7);
+  net.set_math(Math::tf32);
+  const bool on = net.wgmma();
+  std::printf("%s the network runs its wgmma layers on wgmma with TF32 math\n", on ? "ok  " : "FAIL");
+  t(on);
+  if (!on) return;
+  std::uint64_t seed = 100;
+  for (const int batch : std::getenv("CTNN_QUICK") ? std::vector<int>{3} : std::vector<int>{1, 13, max_batch}) {
+    // Fresh parameters each round: the copies must follow them.
+    std::vector<float> p = net.parameters();
+    for (float& v : p) v = v == 0.f ? 0.f : v * (0.5f + float(std::fmod(double(seed++) * 0.618, 1.0)));
+    net.set_parameters(p);
+    CTNN_CUDA_CHECK(cudaMemset(const_cast<float*>(net.context().wgmma_weights), 0xFF,
+                               2 * net.context().wgmma_floats * sizeof(float)));  // poison the copies
+    for (std::size_t i = 0; i <= Dev::L; ++i) {
+      CTNN_CUDA_CHECK(cudaMemset(net.activation(i), 0xFF, Dev::plan::act_size[i] * batch * sizeof(float)));
+      CTNN_CUDA_CHECK(cudaMemset(net.activation_grad(i), 0xFF, Dev::plan::act_size[i] * batch * sizeof(float)));
+    }
+    upload(net.input(), random_vector(Dev::plan::act_size[0] * batch, seed++));
+    net.forward(batch, Dev::L - 1, Mode::train);
+    upload(net.activation_grad(Dev::L), random_vector(Dev::plan::act_size[Dev::L] * batch, seed++));
+    net.backward(batch);
+    char when[64];
+    std::snprintf(when, sizeof when, "batch %d", batch);
+    check_copies<2>(t, net, when);
+    check_copies<5>(t, net, when);
+    check_layer<2>(t, net, batch);
+    check_layer<5>(t, net, batch);
+  }
+  net.set_math(Math::fp32);
+  std::printf("%s no wgmma with FP32 math\n", !net.wgmma() ? "ok  " : "FAIL");
+  t(!net.wgmma());
+}
+
+// Class c lights band c of each channel (plus noise): learnable in two epochs.
+Dataset bands(std::size_t count, std::uint64_t seed) {
+  Dataset d;
+  d.count = count, d.rows = 16, d.cols = 16;
+  Random rng(seed);
+  for (std::size_t i = 0; i < count; ++i) {
+    const int label = int(rng.below(10));
+    for (int ch = 0; ch < 3; ++ch)
+      for (int r = 0; r < 16; ++r)
+        for (int c = 0; c < 16; ++c) {
+          const bool lit = (c + ch) % 10 == label || (r + 2 * c) % 11 == label;
+          d.pixels.push_back(std::uint8_t(lit ? 150 + rng.below(100) : rng.below(80)));
+        }
+    d.labels.push_back(std::uint8_t(label));
+  }
+  return d;
+}
+
+void test_training(Tally& t) {
+  const Dataset train = bands(4096, 1), test = bands(1024, 2);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 32;
+  o.learning_rate = 0.02f;
+  double accuracy[2] = {};
+  bool wgmma = false;
+  for (int m = 0; m < 2; ++m) {
+    Trainer<Net, ctnn::cuda, max_batch> trainer(3);
+    trainer.set_math(m == 0 ? Math::fp32 : Math::tf32);
+    if (m == 1) wgmma = trainer.network().wgmma();
+    trainer.fit(train, o);
+    accuracy[m] = trainer.evaluate(test).accuracy;
+  }
+  const bool ok = wgmma && accuracy[0] > 0.9 && std::fabs(accuracy[0] - accuracy[1]) <= 0.01;
+  std::printf("%s 2 epochs on synthetic bands: FP32 %.2f%%, TF32 on wgmma %.2f%%\n", ok ? "ok  " : "FAIL",
+              100 * accuracy[0], 100 * accuracy[1]);
+  t(ok);
+}
+
+}  // namespace
+
+int main() {
+  require_cuda_device();
+  if (!kernels::conv_wgmma_available()) {
+    std::printf("this program's device code has no wgmma (needs sm_90a and a Hopper GPU): skipping\n");
+    return 77;
+  }
+  Tally t;
+  try {
+    test_passes(t);
+    if (!std::getenv("CTNN_QUICK")) test_training(t);
+  } catch (const std::exception& e) {
+    std::printf("FAIL exception: %s\n", e.what());
+    t(false);
+  }
+  return t.summary();
+}
