@@ -6,7 +6,7 @@
 //   - each wgmma layer's output and input gradient in the network against the host reference in double
 //     (wgmma_reference.hpp: the TF32 bound, and the sum of the operands the wgmma kernel sees: weights
 //     rounded, the source truncated), and bit for bit against the wgmma kernel launched directly;
-//   - training: the network learns synthetic bands with TF32 on wgmma to within a point of FP32.
+//   - training: the network learns synthetic patterns with TF32 on wgmma to within a point of FP32.
 // Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
 #include <cmath>
 #include <cstdint>
@@ -18,6 +18,7 @@
 #include <ctnn/train/cuda_trainer.hpp>
 
 #include "kernel_test.hpp"
+#include "synthetic_images.hpp"
 #include "wgmma_reference.hpp"
 
 using namespace ctnn;
@@ -90,25 +91,7 @@ void check_layer(Tally& t, Dev& net, int batch) {
   const std::size_t nx = std::size_t(batch) * C * plane, ny = std::size_t(batch) * Out * plane;
   const std::vector<float> x = download(net.activation(I), nx), y = download(net.activation(I + 1), ny);
   const std::vector<float> dy = download(net.activation_grad(I + 1), ny), dx = download(net.activation_grad(I), nx);
-  Reference y_ref(ny), dx_ref(nx);
-  for (int n = 0; n < batch; ++n)
-    for (int o = 0; o < Out; ++o)
-      for (int oy = 0; oy < H; ++oy)
-        for (int ox = 0; ox < W; ++ox) {
-          const std::size_t yi = ((std::size_t(n) * Out + o) * H + oy) * W + ox;
-          y_ref.exact[yi] = y_ref.seen[yi] = b[o];
-          y_ref.mag[yi] = std::fabs(double(b[o]));
-          for (int c = 0; c < C; ++c)
-            for (int ky = 0; ky < 3; ++ky)
-              for (int kx = 0; kx < 3; ++kx) {
-                const int iy = oy - 1 + ky, ix = ox - 1 + kx;
-                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                const std::size_t wi = ((std::size_t(o) * C + c) * 3 + ky) * 3 + kx;
-                const std::size_t xi = ((std::size_t(n) * C + c) * H + iy) * W + ix;
-                y_ref.add(yi, w[wi], x[xi]);
-                dx_ref.add(xi, w[wi], dy[yi]);
-              }
-        }
+  const auto [y_ref, dx_ref] = conv3x3_reference(w, b, x, dy, batch, C, Out, H, W);
   char what[120];
   std::snprintf(what, sizeof what, "network layer %zu (%d->%d at %dx%d) batch %d forward", I, C, Out, H, W, batch);
   check(t, y, y_ref, C * 9, what);
@@ -168,26 +151,8 @@ void test_passes(Tally& t) {
   t(!net.wgmma());
 }
 
-// Class c lights band c of each channel (plus noise): learnable in two epochs.
-Dataset bands(std::size_t count, std::uint64_t seed) {
-  Dataset d;
-  d.count = count, d.rows = 16, d.cols = 16;
-  Random rng(seed);
-  for (std::size_t i = 0; i < count; ++i) {
-    const int label = int(rng.below(10));
-    for (int ch = 0; ch < 3; ++ch)
-      for (int r = 0; r < 16; ++r)
-        for (int c = 0; c < 16; ++c) {
-          const bool lit = (c + ch) % 10 == label || (r + 2 * c) % 11 == label;
-          d.pixels.push_back(std::uint8_t(lit ? 150 + rng.below(100) : rng.below(80)));
-        }
-    d.labels.push_back(std::uint8_t(label));
-  }
-  return d;
-}
-
 void test_training(Tally& t) {
-  const Dataset train = bands(4096, 1), test = bands(1024, 2);
+  const Dataset train = patterns(4096, 1), test = patterns(1024, 2);
   TrainOptions o;
   o.epochs = 2;
   o.batch = 32;
@@ -202,7 +167,7 @@ void test_training(Tally& t) {
     accuracy[m] = trainer.evaluate(test).accuracy;
   }
   const bool ok = wgmma && accuracy[0] > 0.9 && std::fabs(accuracy[0] - accuracy[1]) <= 0.01;
-  std::printf("%s 2 epochs on synthetic bands: FP32 %.2f%%, TF32 on wgmma %.2f%%\n", ok ? "ok  " : "FAIL",
+  std::printf("%s 2 epochs on synthetic patterns: FP32 %.2f%%, TF32 on wgmma %.2f%%\n", ok ? "ok  " : "FAIL",
               100 * accuracy[0], 100 * accuracy[1]);
   t(ok);
 }

@@ -33,6 +33,7 @@
 #include <ctnn/train/cuda_trainer.hpp>
 
 #include "kernel_test.hpp"
+#include "synthetic_images.hpp"
 
 using namespace ctnn;
 using namespace ctnn_test;
@@ -432,24 +433,6 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
 using SmallCifar = Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Conv<32, 3, Pad<1>>, ReLU, Conv<32, 3, Stride<2>, Pad<1>>,
                                ReLU, Conv<48, 3, Pad<1>>, ReLU, Pool<2>, Dense<10>, Softmax>,
                            Input<3, 16, 16>>;
-
-// Learnable synthetic 3×16×16 images: class c lights a column band in channel c mod 3 and a diagonal.
-Dataset patterns(std::size_t count, std::uint64_t seed) {
-  Dataset d;
-  d.count = count, d.rows = 16, d.cols = 16;
-  Random rng(seed);
-  for (std::size_t i = 0; i < count; ++i) {
-    const int label = int(rng.below(10));
-    for (int ch = 0; ch < 3; ++ch)
-      for (int r = 0; r < 16; ++r)
-        for (int c = 0; c < 16; ++c) {
-          const bool lit = (c * 10 / 16 == label && ch == label % 3) || (r + c + ch) % 10 == label;
-          d.pixels.push_back(std::uint8_t(lit ? 150 + rng.below(100) : rng.below(90)));
-        }
-    d.labels.push_back(std::uint8_t(label));
-  }
-  return d;
-}
 
 double norm_of_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;

@@ -40,25 +40,7 @@ void test_layer(Tally& t, const char* name, std::uint64_t seed) {
     // The activation below the layer, for the backward data's folded derivative: ReLU's output.
     std::vector<float> below = random_vector(nx, seed + 5 + batch);
     for (float& v : below) v = v < 0 ? 0.f : v;
-    Reference y_ref(ny), dx_ref(nx);
-    for (int n = 0; n < batch; ++n)
-      for (int o = 0; o < Out; ++o)
-        for (int oy = 0; oy < H; ++oy)
-          for (int ox = 0; ox < W; ++ox) {
-            const std::size_t yi = ((std::size_t(n) * Out + o) * H + oy) * W + ox;
-            y_ref.exact[yi] = y_ref.seen[yi] = b[o];
-            y_ref.mag[yi] = std::fabs(double(b[o]));
-            for (int c = 0; c < C; ++c)
-              for (int ky = 0; ky < 3; ++ky)
-                for (int kx = 0; kx < 3; ++kx) {
-                  const int iy = oy - 1 + ky, ix = ox - 1 + kx;
-                  if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                  const std::size_t wi = ((std::size_t(o) * C + c) * 3 + ky) * 3 + kx;
-                  const std::size_t xi = ((std::size_t(n) * C + c) * H + iy) * W + ix;
-                  y_ref.add(yi, w[wi], x[xi]);
-                  dx_ref.add(xi, w[wi], dy[yi]);
-                }
-          }
+    const auto [y_ref, dx_ref] = conv3x3_reference(w, b, x, dy, batch, C, Out, H, W);
     DeviceBuffer<float> d_x(x), d_dy(dy), d_below(below), d_y(ny), d_dx(nx);
     auto run = [&](auto&& launch, DeviceBuffer<float>& out) {
       out.poison();
