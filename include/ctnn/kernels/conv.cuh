@@ -90,8 +90,8 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   static void wgmma_jobs(const float* w, float* fwd, float* dgrad, kernels::WgmmaWeightsJob (&jobs)[2]) {
     using F = kernels::ConvPatchFwd<dims>;
     using D = kernels::ConvPatchDgrad<dims>;
-    jobs[0] = {w, fwd, F::M, F::SC, kernels::ConvWgmmaRule<F>::CK, false};
-    jobs[1] = {w, dgrad, D::M, D::SC, kernels::ConvWgmmaRule<D>::CK, true};
+    jobs[0] = kernels::wgmma_weights_job<F, kernels::ConvWgmmaRule<F>>(w, fwd);
+    jobs[1] = kernels::wgmma_weights_job<D, kernels::ConvWgmmaRule<D>>(w, dgrad);
   }
 
   // Stage-1 partials of the weight-gradient reduction of the given family (for the implicit GEMM:

@@ -182,10 +182,14 @@ void launch_wgmma_weights(cudaStream_t stream, const WgmmaWeightsJobs<N>& jobs) 
   launch_kernel(kernel_wgmma_weights<N>, dim3(ceil_div(most, 256), N), 256, 0, stream, 1, Launch::dependent, jobs);
 }
 
-// The copy of one layer's weights for the kernel of problem Pb and tile T.
+// The copy of weights w into wt for the kernel of problem Pb and tile T.
+template <class Pb, class T>
+WgmmaWeightsJob wgmma_weights_job(const float* w, float* wt) {
+  return {w, wt, Pb::M, Pb::SC, T::CK, Pb::dgrad};
+}
 template <class Pb, class T>
 void launch_wgmma_weights(cudaStream_t stream, const float* w, float* wt) {
-  launch_wgmma_weights(stream, WgmmaWeightsJobs<1>{{{w, wt, Pb::M, Pb::SC, T::CK, Pb::dgrad}}});
+  launch_wgmma_weights(stream, WgmmaWeightsJobs<1>{{wgmma_weights_job<Pb, T>(w, wt)}});
 }
 
 // --- Tile -------------------------------------------------------------------------------------------------

@@ -411,25 +411,30 @@ class CudaNetwork {
     if constexpr (requires { layer_kernels<I>::has_wgmma; }) return layer_kernels<I>::has_wgmma;
     else return false;
   }
+  struct WgmmaLayout {
+    std::size_t first = plan::param_floats, end = 0;  // the parameter floats the wgmma layers' weights cover
+    std::size_t layers = 0, first_layer = L;          // how many wgmma layers; the first one's index
+  };
   template <std::size_t... I>
-  static constexpr std::array<std::size_t, 4> wgmma_layout(std::index_sequence<I...>) {  // first, end, layers, layer
-    std::array<std::size_t, 4> r{plan::param_floats, 0, 0, L};
+  static constexpr WgmmaLayout wgmma_layout(std::index_sequence<I...>) {
+    WgmmaLayout r;
     auto add = [&r](bool yes, std::size_t i) {
       if (!yes) return;
-      r[0] = std::min(r[0], plan::weight_offset[i]);
-      r[1] = std::max(r[1], plan::weight_offset[i] + plan::weight_count[i]);
-      ++r[2];
-      r[3] = std::min(r[3], i);
+      r.first = std::min(r.first, plan::weight_offset[i]);
+      r.end = std::max(r.end, plan::weight_offset[i] + plan::weight_count[i]);
+      ++r.layers;
+      r.first_layer = std::min(r.first_layer, i);
     };
     (add(wgmma_layer<I>(), I), ...);
     return r;
   }
-  static constexpr auto wgmma_layout_ = wgmma_layout(std::make_index_sequence<L>{});
-  static constexpr std::size_t wgmma_layers = wgmma_layout_[2];
-  static constexpr std::size_t wgmma_first = wgmma_layers > 0 ? wgmma_layout_[0] : 0;
-  static constexpr std::size_t wgmma_span = wgmma_layers > 0 ? wgmma_layout_[1] - wgmma_layout_[0] : 0;
+  static constexpr WgmmaLayout wgmma_layout_ = wgmma_layout(std::make_index_sequence<L>{});
+  static constexpr std::size_t wgmma_layers = wgmma_layout_.layers;
+  static constexpr std::size_t wgmma_first = wgmma_layers > 0 ? wgmma_layout_.first : 0;
+  static constexpr std::size_t wgmma_span = wgmma_layers > 0 ? wgmma_layout_.end - wgmma_layout_.first : 0;
   // The fused group of the first wgmma layer: its forward waits for the copies (refresh_wgmma_weights).
-  static constexpr std::size_t wgmma_group = wgmma_layers > 0 ? fusion::group_of(wgmma_layout_[3]) : fusion::group_count;
+  static constexpr std::size_t wgmma_group =
+      wgmma_layers > 0 ? fusion::group_of(wgmma_layout_.first_layer) : fusion::group_count;
 
   // Region sizes.
   static constexpr std::size_t param_floats = plan::param_floats;
@@ -1062,9 +1067,8 @@ class CudaNetwork {
 
   // The TF32 copies of the wgmma layers' weights from params(), where the context keeps them: one launch
   // at the start of each pass, since the weights may have changed since the last (an optimizer step,
-  // set_parameters).
-  // On the second stream, beside the pass's first kernels (the gather, an RGB stem), which do not read
-  // them; stream() waits for them before the first group that does (wait_wgmma_weights).
+  // set_parameters). On the second stream, beside the pass's first kernels (the gather, an RGB stem),
+  // which do not read them; stream() waits for them before the first group that does (wait_wgmma_weights).
   void refresh_wgmma_weights() {
     if constexpr (wgmma_layers > 0) {
       if (!ctx_.wgmma_weights) return;
