@@ -174,7 +174,10 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
     dgr("tf32 patch 64 8 warps", false,
         [&] { launch_conv_patch<PD, ConvPatchTile<PD, 64, 0, 3, 0, true, 8>>(s, w.p, nullptr, dy.p, dx.p, n); });
   }
-  if constexpr (conv_wgmma_fits<G>()) {  // the wgmma kernels (sm_90a; not in the rule yet), their weights' copy apart
+  // The wgmma kernels (sm_90a): a network's TF32 rule takes them (where it keeps the weights' copies: this
+  // plain context does not, so the rule rows are the mma.sync kernels); the forward's weights' copy apart;
+  // * marks the weight gradient where a network's rule takes it.
+  if constexpr (conv_wgmma_fits<G>()) {
     if (g_wgmma) {
       using PF = ConvPatchFwd<G>;
       using PD = ConvPatchDgrad<G>;
@@ -190,6 +193,9 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
           [&] { launch_conv_wgmma<PD, ConvWgmmaRule<PD>>(s, wt.p, nullptr, dy.p, dx.p, n); });
       row(name, n, "dgrad", "tf32 wgmma weights copy", false,
           time_us(s, [&] { launch_wgmma_weights<PD, ConvWgmmaRule<PD>>(s, w.p, wt.p); }), 0, tp);
+      if constexpr (conv_wgmma_wgrad_fits<G>())
+        wgr("tf32 wgmma (sm_90a) + sum", conv_wgmma_wgrad_chosen<G>(n),
+            [&] { launch_conv_wgmma_wgrad<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
     }
   }
   wgr(conv_patch_wgrad_mma_fits<G>() ? "tf32 rule (patch)" : "tf32 rule (gather)", true,

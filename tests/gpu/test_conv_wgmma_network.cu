@@ -5,7 +5,8 @@
 //     rounded to TF32, bit for bit, and follow new parameters at the next pass;
 //   - each wgmma layer's output and input gradient in the network against the host reference in double
 //     (wgmma_reference.hpp: the TF32 bound, and the sum of the operands the wgmma kernel sees: weights
-//     rounded, the source truncated), and bit for bit against the wgmma kernel launched directly;
+//     rounded, the source truncated), and bit for bit against the wgmma kernel launched directly; so is
+//     the weight gradient where it runs on wgmma (conv_wgmma_wgrad.cuh: the 32→64 layer);
 //   - training: the network learns synthetic patterns with TF32 on wgmma to within a point of FP32.
 // Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
 #include <cmath>
@@ -79,6 +80,8 @@ void check_copies(Tally& t, Dev& net, const char* when) {
   }
 }
 
+int wgrad_checked = 0;  // weight gradients on the wgmma kernel checked
+
 // Layer I (a wgmma Conv) in the network after a layer-by-layer training forward and backward of `batch`.
 template <std::size_t I>
 void check_layer(Tally& t, Dev& net, int batch) {
@@ -114,6 +117,21 @@ void check_layer(Tally& t, Dev& net, int batch) {
   t(same_bits(y, d_y.download(), what));
   std::snprintf(what, sizeof what, "network layer %zu batch %d backward data = the wgmma kernel's", I, batch);
   t(same_bits(dx, d_dx.download(), what));
+
+  // The weight gradient, where the rule runs it on wgmma: against the reference (both operands truncated)
+  // and bit for bit against the kernel launched directly on the network's slots.
+  if (!kernels::conv_wgmma_wgrad_chosen<G>(batch)) return;
+  const std::vector<float> dw = download(net.grads() + Dev::plan::weight_offset[I], nw);
+  std::snprintf(what, sizeof what, "network layer %zu batch %d weight gradient", I, batch);
+  check(t, dw, conv3x3_wgrad_reference(x, dy, batch, C, Out, H, W), batch * plane, what, truncated_by_truncated);
+  DeviceBuffer<float> d_part(kernels::conv_wgmma_wgrad_workspace_floats<G>(batch)), d_dw(nw), d_db(Out);
+  d_dw.poison();
+  kernels::launch_conv_wgmma_wgrad<G>(ctx.stream, net.activation(I), net.activation_grad(I + 1), d_part.ptr, d_dw.ptr,
+                                      d_db.ptr, batch);
+  CTNN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  std::snprintf(what, sizeof what, "network layer %zu batch %d weight gradient = the wgmma kernel's", I, batch);
+  t(same_bits(dw, d_dw.download(), what));
+  ++wgrad_checked;
 }
 
 void test_passes(Tally& t) {
@@ -146,6 +164,8 @@ void test_passes(Tally& t) {
     check_layer<2>(t, net, batch);
     check_layer<5>(t, net, batch);
   }
+  std::printf("%s %d weight gradients on the wgmma kernel checked\n", wgrad_checked > 0 ? "ok  " : "FAIL", wgrad_checked);
+  t(wgrad_checked > 0);
   net.set_math(Math::fp32);
   std::printf("%s no wgmma with FP32 math\n", !net.wgmma() ? "ok  " : "FAIL");
   t(!net.wgmma());

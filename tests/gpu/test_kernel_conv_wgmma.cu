@@ -1,10 +1,12 @@
 // The wgmma TF32 convolution kernels (kernels/conv_wgmma.cuh: stride-1 "same" 3×3, forward and backward
-// data) against a host reference in double on fresh random inputs, outputs poisoned first, on the CIFAR
-// networks' stride-1 layers, each tile shape, batches 1, 3 and 13; the activations folded into the stores
-// against the plain kernel's output.
+// data; kernels/conv_wgmma_wgrad.cuh: the weight gradient of those with 64 output channels) against a
+// host reference in double on fresh random inputs, outputs poisoned first, on the CIFAR networks'
+// stride-1 layers, each tile shape, batches 1, 3 and 13; the activations folded into the stores against
+// the plain kernel's output; the weight gradient bit for bit the same when run twice.
 //
 // Each output is checked twice (wgmma_reference.hpp): against the exact sum within the TF32 bound, and
-// against the sum of the operands as the kernel sees them within FP32's.
+// against the sum of the operands as the kernel sees them within FP32's. The bias gradient (an FP32 sum)
+// against the double sum within FP32's tolerance.
 // Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
 #include <cmath>
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include <ctnn/kernels/conv_direct.cuh>
 #include <ctnn/kernels/conv_wgmma.cuh>
+#include <ctnn/kernels/conv_wgmma_wgrad.cuh>
 
 #include "kernel_test.hpp"
 #include "wgmma_reference.hpp"
@@ -86,6 +89,34 @@ void test_layer(Tally& t, const char* name, std::uint64_t seed) {
     forward.template operator()<kernels::ConvWgmmaTile<PF, 8, 1, 16>>("8 rows, 1 warpgroup, 16 channels a step");
     if constexpr (H % 16 == 0 && W == 32) forward.template operator()<kernels::ConvWgmmaTile<PF, 16, 2, 8>>("16 rows, 2 warpgroups");
     if constexpr (W == 32) forward.template operator()<kernels::ConvWgmmaTile<PF, 8, 1, 8>>("8 rows, 1 warpgroup");
+    const Reference dw_ref = kernels::conv_wgmma_wgrad_fits<G>() ? conv3x3_wgrad_reference(x, dy, batch, C, Out, H, W)
+                                                                 : Reference(0);
+    auto weights = [&]<class T>(const char* tile) {
+      static_assert(T::fits);
+      DeviceBuffer<float> d_part(T::Splits::workspace_floats(batch)), d_dw(w.size()), d_db(Out);
+      d_part.poison();
+      d_db.poison();
+      const auto dw = run([&] {
+        kernels::launch_conv_wgmma_wgrad<G, T>(stream.s, d_x.ptr, d_dy.ptr, d_part.ptr, d_dw.ptr, d_db.ptr, batch);
+      }, d_dw);
+      check(t, dw, dw_ref, batch * plane, label("weight gradient", tile), truncated_by_truncated);
+      std::vector<float> db_ref(Out, 0.f);
+      std::vector<double> db_sum(Out, 0.0);
+      for (int n = 0; n < batch; ++n)
+        for (int o = 0; o < Out; ++o)
+          for (int p = 0; p < plane; ++p) db_sum[o] += dy[(std::size_t(n) * Out + o) * plane + p];
+      for (int o = 0; o < Out; ++o) db_ref[o] = float(db_sum[o]);
+      t(close_sum(d_db.download(), db_ref, label("bias gradient", tile)));
+      // Bitwise the same on a second run (fixed order of additions).
+      const auto again = run([&] {
+        kernels::launch_conv_wgmma_wgrad<G, T>(stream.s, d_x.ptr, d_dy.ptr, d_part.ptr, d_dw.ptr, d_db.ptr, batch);
+      }, d_dw);
+      t(same_bits(again, dw, label("weight gradient, run twice", tile)));
+    };
+    if constexpr (kernels::conv_wgmma_wgrad_fits<G>()) {
+      weights.template operator()<kernels::ConvWgmmaWgradRule<G>>("the rule's");
+      weights.template operator()<kernels::ConvWgmmaWgradTile<G, 32, 40>>("32 pixels a step, 40 blocks");
+    }
     backward.template operator()<kernels::ConvWgmmaRule<PD>>("the rule's");
     if constexpr (H % 16 == 0 && W == 16) backward.template operator()<kernels::ConvWgmmaTile<PD, 16, 2, 8>>("16 rows, 2 warpgroups");
   }

@@ -36,6 +36,11 @@ inline double tf32_truncated(float x) {  // what the tensor cores take of an FP3
   return r;
 }
 
+// The relative error of one product: a rounded weight and a truncated value (forward, backward data), or
+// two truncated values (the weight gradient: dy and x both straight from memory).
+inline const double rounded_by_truncated = std::ldexp(1.0, -10) + std::ldexp(1.0, -11) + std::ldexp(1.0, -21);
+inline const double truncated_by_truncated = std::ldexp(1.0, -9) + std::ldexp(1.0, -20);
+
 struct Reference {
   std::vector<double> exact, seen, mag;  // exact sum, sum of the kernel's operands, Σ|terms|
   explicit Reference(std::size_t n) : exact(n), seen(n), mag(n) {}
@@ -44,15 +49,20 @@ struct Reference {
     seen[i] += tf32_rounded(weight) * tf32_truncated(value);
     mag[i] += std::fabs(double(weight) * value);
   }
+  void add_truncated(std::size_t i, float a, float b) {
+    exact[i] += double(a) * b;
+    seen[i] += tf32_truncated(a) * tf32_truncated(b);
+    mag[i] += std::fabs(double(a) * b);
+  }
 };
 
-inline void check(Tally& t, const std::vector<float>& got, const Reference& ref, int terms, const char* what) {
+inline void check(Tally& t, const std::vector<float>& got, const Reference& ref, int terms, const char* what,
+                  double product_error = rounded_by_truncated) {
   double worst = 0;
   std::size_t at = 0;
   bool finite = true;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double bound =
-        (std::ldexp(1.0, -10) + std::ldexp(1.0, -11) + std::ldexp(1.0, -21) + terms * std::ldexp(1.0, -24)) * ref.mag[i];
+    const double bound = (product_error + terms * std::ldexp(1.0, -24)) * ref.mag[i];
     const double err = std::fabs(double(got[i]) - ref.exact[i]);
     finite = finite && std::isfinite(got[i]);
     if (err > worst * bound) worst = err / (bound + 1e-300), at = i;
@@ -92,6 +102,26 @@ inline Conv3x3Reference conv3x3_reference(const std::vector<float>& w, const std
                 r.dx.add(xi, w[wi], dy[yi]);
               }
         }
+  return r;
+}
+
+// Weight gradient of the same convolution: dW [Out][C][3][3] = Σ dy · x, both operands truncated to TF32.
+inline Reference conv3x3_wgrad_reference(const std::vector<float>& x, const std::vector<float>& dy, int batch, int C,
+                                         int Out, int H, int W) {
+  Reference r(std::size_t(Out) * C * 9);
+  for (int n = 0; n < batch; ++n)
+    for (int o = 0; o < Out; ++o)
+      for (int c = 0; c < C; ++c)
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 3; ++kx)
+            for (int oy = 0; oy < H; ++oy)
+              for (int ox = 0; ox < W; ++ox) {
+                const int iy = oy - 1 + ky, ix = ox - 1 + kx;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                r.add_truncated(((std::size_t(o) * C + c) * 3 + ky) * 3 + kx,
+                                dy[((std::size_t(n) * Out + o) * H + oy) * W + ox],
+                                x[((std::size_t(n) * C + c) * H + iy) * W + ix]);
+              }
   return r;
 }
 

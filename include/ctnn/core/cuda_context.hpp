@@ -39,7 +39,9 @@ struct CudaContext {
   // TF32 copies of convolution weights for the wgmma kernels (kernels/conv_wgmma.cuh, sm_90a), made by
   // the network at the start of each forward: the weights at wgmma_params + i (i < wgmma_floats) have
   // their forward-layout copy at wgmma_weights + i and their backward-data copy at wgmma_weights +
-  // wgmma_floats + i. Null (the default): no copies; the Conv layers run their other TF32 kernels.
+  // wgmma_floats + i. Null (the default): no copies; the Conv layers run their other TF32 kernels. Set,
+  // it also tells the layers that the program's device code has wgmma: the weight gradients of the layers
+  // that fit run on kernels/conv_wgmma_wgrad.cuh (no copy needed there).
   const float* wgmma_params = nullptr;
   std::size_t wgmma_floats = 0;
   const float* wgmma_weights = nullptr;

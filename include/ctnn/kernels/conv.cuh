@@ -8,7 +8,8 @@
 // With ctx.math == Math::tf32 the implicit GEMMs run on the TF32 tensor cores (conv_mma.cuh; the same
 // layers from a staged patch, conv_patch.cuh, where its rule picks it; the stride-1 3×3 layers of 32 or
 // 64 channels on Hopper's wgmma, conv_wgmma.cuh, where the program has sm_90a device code and ctx the
-// weights' TF32 copies, as a CudaNetwork's does); the direct kernels stay FP32.
+// weights' TF32 copies, as a CudaNetwork's does, and there the weight gradient of those with 64 output
+// channels too, conv_wgmma_wgrad.cuh); the direct kernels stay FP32.
 // All of them are deterministic (no float atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
@@ -26,6 +27,7 @@
 #include "conv_patch_fp32.cuh"
 #include "conv_patch_wgrad_mma.cuh"
 #include "conv_wgmma.cuh"
+#include "conv_wgmma_wgrad.cuh"
 #include "launch.cuh"
 #include "reduce.cuh"
 
@@ -103,8 +105,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     else
       return kernels::max_of(kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
                                              kernels::ConvWgradMma<dims>::workspace_floats(max_batch)),
-                             kernels::max_of(kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch),
-                                             kernels::conv_patch_wgrad_mma_workspace_floats<dims>(max_batch)));
+                             kernels::max_of(kernels::max_of(kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch),
+                                                             kernels::conv_patch_wgrad_mma_workspace_floats<dims>(max_batch)),
+                                             kernels::conv_wgmma_wgrad_workspace_floats<dims>(max_batch)));
   }
   static constexpr std::size_t workspace_floats(int max_batch) {
     return workspace_floats_for<ConvAlgo::automatic>(max_batch);
@@ -202,8 +205,10 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? wgrad_algo : Algo;
     kernels::check_workspace(ctx, workspace_floats_for<algo>(batch), "Conv backward", batch);
     if constexpr (algo == ConvAlgo::implicit_gemm) {
-      if (ctx.math == Math::tf32) kernels::launch_conv_tf32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
-      else kernels::launch_conv_fp32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+      if (ctx.math == Math::tf32) {
+        if (!kernels::launch_conv_wgmma_wgrad_rule<dims>(ctx, x, dy, dw, db, batch))
+          kernels::launch_conv_tf32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+      } else kernels::launch_conv_fp32_wgrad<dims>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
     } else {
       using Wg = kernels::ConvWgrad<dims>;
       if (Wg::units(batch) > 0x7fffffffLL)

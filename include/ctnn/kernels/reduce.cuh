@@ -54,7 +54,12 @@ __device__ __forceinline__ void load_floats(const float* p, float (&r)[N]) {
 // the compiler keeps several deep), then warp 0 adds the Warps results in warp order. The launcher
 // picks Warps from `count` alone, and V does not change the order, so the order of additions depends
 // only on `count` and results are bitwise reproducible.
-template <int Warps, int V = 1>
+// Map::at(e) (e < split): where column e goes in out_a; the identity but for a kernel whose partials hold
+// the columns in another order (conv_wgmma_wgrad.cuh).
+struct SameColumn {
+  __device__ static int at(int e) { return e; }
+};
+template <int Warps, int V = 1, class Map = SameColumn>
 __global__ void __launch_bounds__(32 * Warps)
 kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
                     int count, int E, int split,
@@ -92,7 +97,7 @@ kernel_sum_partials(const float* __restrict__ partials,  // [count][E]
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      if (e + j < split) out_a[e + j] = total[j];
+      if (e + j < split) out_a[Map::at(e + j)] = total[j];
       else out_b[e + j - split] = total[j];
     }
   }
@@ -200,7 +205,7 @@ __device__ void finish_splits(const float* partials, float* group_sums, unsigned
 inline constexpr int sum_partials_warps(int count) { return count <= 8 ? 1 : count <= 64 ? 8 : 32; }
 
 // V = 4 needs E % 4 == 0 and partials 16-byte aligned.
-template <int V>
+template <int V, class Map = SameColumn>
 void launch_sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split, float* out_a,
                          float* out_b, Launch how = Launch::plain) {
   if (V == 4 && (E % 4 != 0 || reinterpret_cast<std::uintptr_t>(partials) % 16 != 0))
@@ -211,9 +216,9 @@ void launch_sum_partials(cudaStream_t stream, const float* partials, int count, 
     launch_kernel(kernel, grid, 32 * warps, 0, stream, 1, how, partials, count, E, split, out_a, out_b);
   };
   switch (sum_partials_warps(count)) {
-    case 1: return launch(kernel_sum_partials<1, V>, 1);
-    case 8: return launch(kernel_sum_partials<8, V>, 8);
-    default: return launch(kernel_sum_partials<32, V>, 32);
+    case 1: return launch(kernel_sum_partials<1, V, Map>, 1);
+    case 8: return launch(kernel_sum_partials<8, V, Map>, 8);
+    default: return launch(kernel_sum_partials<32, V, Map>, 32);
   }
 }
 
@@ -222,12 +227,13 @@ void launch_sum_partials(cudaStream_t stream, const float* partials, int count, 
 // dependent) the pair was 1-7% faster at batch 64 (2026-11-27, H200: 64->128 s2 @16 FP32 23.6 -> 22.7
 // µs, TF32 17.6 -> 16.3), while 3->32's 896 columns, 7 warps' worth that way, lost 4.5%.
 inline constexpr int sum_partials4_min_columns = 8192;  // 64 blocks of 128 columns
-inline void sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split,
-                         float* out_a, float* out_b, Launch how = Launch::plain) {
+template <class Map = SameColumn>
+void sum_partials(cudaStream_t stream, const float* partials, int count, int E, int split, float* out_a,
+                  float* out_b, Launch how = Launch::plain) {
   if (E >= sum_partials4_min_columns && E % 4 == 0 && reinterpret_cast<std::uintptr_t>(partials) % 16 == 0)
-    launch_sum_partials<4>(stream, partials, count, E, split, out_a, out_b, how);
+    launch_sum_partials<4, Map>(stream, partials, count, E, split, out_a, out_b, how);
   else
-    launch_sum_partials<1>(stream, partials, count, E, split, out_a, out_b, how);
+    launch_sum_partials<1, Map>(stream, partials, count, E, split, out_a, out_b, how);
 }
 
 }  // namespace ctnn::kernels
