@@ -195,7 +195,7 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
           time_us(s, [&] { launch_wgmma_weights<PD, ConvWgmmaRule<PD>>(s, w.p, wt.p); }), 0, tp);
       if constexpr (conv_wgmma_wgrad_fits<G>())
         wgr("tf32 wgmma (sm_90a) + sum", conv_wgmma_wgrad_chosen<G>(n),
-            [&] { launch_conv_wgmma_wgrad<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
+            [&] { launch_conv_wgmma_wgrad_auto<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
     }
   }
   wgr(conv_patch_wgrad_mma_fits<G>() ? "tf32 rule (patch)" : "tf32 rule (gather)", true,

@@ -126,7 +126,7 @@ void check_layer(Tally& t, Dev& net, int batch) {
   check(t, dw, conv3x3_wgrad_reference(x, dy, batch, C, Out, H, W), batch * plane, what, truncated_by_truncated);
   DeviceBuffer<float> d_part(kernels::conv_wgmma_wgrad_workspace_floats<G>(batch)), d_dw(nw), d_db(Out);
   d_dw.poison();
-  kernels::launch_conv_wgmma_wgrad<G>(ctx.stream, net.activation(I), net.activation_grad(I + 1), d_part.ptr, d_dw.ptr,
+  kernels::launch_conv_wgmma_wgrad_auto<G>(ctx.stream, net.activation(I), net.activation_grad(I + 1), d_part.ptr, d_dw.ptr,
                                       d_db.ptr, batch);
   CTNN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
   std::snprintf(what, sizeof what, "network layer %zu batch %d weight gradient = the wgmma kernel's", I, batch);

@@ -114,7 +114,8 @@ void test_layer(Tally& t, const char* name, std::uint64_t seed) {
       t(same_bits(again, dw, label("weight gradient, run twice", tile)));
     };
     if constexpr (kernels::conv_wgmma_wgrad_fits<G>()) {
-      weights.template operator()<kernels::ConvWgmmaWgradRule<G>>("the rule's");
+      weights.template operator()<kernels::ConvWgmmaWgradWide<G>>("132 blocks");
+      weights.template operator()<kernels::ConvWgmmaWgradHalf<G>>("66 blocks");
       weights.template operator()<kernels::ConvWgmmaWgradTile<G, 32, 40>>("32 pixels a step, 40 blocks");
     }
     backward.template operator()<kernels::ConvWgmmaRule<PD>>("the rule's");

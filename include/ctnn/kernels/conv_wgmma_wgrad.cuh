@@ -223,18 +223,28 @@ kernel_conv_wgmma_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
   }
 }
 
+// The rule's tiles (launch_conv_wgmma_wgrad_auto): 132 blocks, one an SM, where all of them pay (C = 32
+// above batch 64); 66 blocks elsewhere, half the partials to write and add up beside the backward data on
+// the network's other stream. cifar_bench on an H200, TF32, one call, alternating, twice (s an epoch, 66
+// for C = 64 and for C = 32 up to batch 64, against 132 throughout): vgg 64 0.1173, 0.1172 against 0.1184,
+// 0.1185; vgg 256 0.0699, 0.0699 against 0.0696, 0.0694; strided 256 0.0627, 0.0627 against 0.0646,
+// 0.0646; strided 64 0.1088 either way. 66 for C = 32 at 256 too: vgg 0.0704 against 0.0690.
 template <class G>
-using ConvWgmmaWgradRule = ConvWgmmaWgradTile<G>;
+using ConvWgmmaWgradWide = ConvWgmmaWgradTile<G>;
+template <class G>
+using ConvWgmmaWgradHalf = ConvWgmmaWgradTile<G, 64, 66>;
 
 template <class G>
 constexpr std::size_t conv_wgmma_wgrad_workspace_floats(int max_batch) {
   if constexpr (!conv_wgmma_wgrad_fits<G>()) return 0;
-  else return ConvWgmmaWgradRule<G>::Splits::workspace_floats(max_batch);
+  else
+    return max_of(ConvWgmmaWgradWide<G>::Splits::workspace_floats(max_batch),
+                  ConvWgmmaWgradHalf<G>::Splits::workspace_floats(max_batch));
 }
 
 // Stage 1 into `partials` (T::Splits::workspace_floats(batch) floats), then the splits' sum into dw and db;
 // both launched dependent.
-template <class G, class T = ConvWgmmaWgradRule<G>>
+template <class G, class T = ConvWgmmaWgradWide<G>>
 void launch_conv_wgmma_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                              float* db, int batch) {
   static_assert(T::fits, "see the tile");
@@ -251,6 +261,14 @@ void launch_conv_wgmma_wgrad(cudaStream_t stream, const float* x, const float* d
                 dy, partials, int(T::Splits::per_split(batch)), int(steps));
   sum_partials<WgmmaWgradColumn<G::C>>(stream, partials, splits, T::Splits::E, 9 * G::C * 64, dw, db,
                                        Launch::dependent);
+}
+
+// The rule's tile for this layer and batch (see ConvWgmmaWgradHalf).
+template <class G>
+void launch_conv_wgmma_wgrad_auto(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
+                                  float* db, int batch) {
+  if (G::C == 64 || batch <= 64) launch_conv_wgmma_wgrad<G, ConvWgmmaWgradHalf<G>>(stream, x, dy, partials, dw, db, batch);
+  else launch_conv_wgmma_wgrad<G, ConvWgmmaWgradWide<G>>(stream, x, dy, partials, dw, db, batch);
 }
 
 // --- The rule ----------------------------------------------------------------------------------------------
@@ -272,7 +290,7 @@ bool launch_conv_wgmma_wgrad_rule(const CudaContext& ctx, const float* x, const 
   if constexpr (!conv_wgmma_wgrad_fits<G>()) return false;
   else {
     if (!ctx.wgmma_weights || !conv_wgmma_wgrad_chosen<G>(batch) || !conv_patch_wgrad_aligned(x, dy)) return false;
-    launch_conv_wgmma_wgrad<G>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
+    launch_conv_wgmma_wgrad_auto<G>(ctx.stream, x, dy, ctx.workspace, dw, db, batch);
     return true;
   }
 }
