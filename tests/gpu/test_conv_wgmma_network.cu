@@ -126,8 +126,8 @@ void check_layer(Tally& t, Dev& net, int batch) {
   check(t, dw, conv3x3_wgrad_reference(x, dy, batch, C, Out, H, W), batch * plane, what, truncated_by_truncated);
   DeviceBuffer<float> d_part(kernels::conv_wgmma_wgrad_workspace_floats<G>(batch)), d_dw(nw), d_db(Out);
   d_dw.poison();
-  kernels::launch_conv_wgmma_wgrad_auto<G>(ctx.stream, net.activation(I), net.activation_grad(I + 1), d_part.ptr, d_dw.ptr,
-                                      d_db.ptr, batch);
+  kernels::launch_conv_wgmma_wgrad_auto<G>(ctx.stream, net.activation(I), net.activation_grad(I + 1), d_part.ptr,
+                                           d_dw.ptr, d_db.ptr, batch);
   CTNN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
   std::snprintf(what, sizeof what, "network layer %zu batch %d weight gradient = the wgmma kernel's", I, batch);
   t(same_bits(dw, d_dw.download(), what));
@@ -164,7 +164,8 @@ void test_passes(Tally& t) {
     check_layer<2>(t, net, batch);
     check_layer<5>(t, net, batch);
   }
-  std::printf("%s %d weight gradients on the wgmma kernel checked\n", wgrad_checked > 0 ? "ok  " : "FAIL", wgrad_checked);
+  std::printf("%s %d weight gradients on the wgmma kernel checked\n", wgrad_checked > 0 ? "ok  " : "FAIL",
+              wgrad_checked);
   t(wgrad_checked > 0);
   net.set_math(Math::fp32);
   std::printf("%s no wgmma with FP32 math\n", !net.wgmma() ? "ok  " : "FAIL");

@@ -103,11 +103,12 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? wgrad_algo : Algo;
     if constexpr (algo == ConvAlgo::direct) return kernels::ConvWgrad<dims>::workspace_floats(max_batch);
     else
-      return kernels::max_of(kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
-                                             kernels::ConvWgradMma<dims>::workspace_floats(max_batch)),
-                             kernels::max_of(kernels::max_of(kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch),
-                                                             kernels::conv_patch_wgrad_mma_workspace_floats<dims>(max_batch)),
-                                             kernels::conv_wgmma_wgrad_workspace_floats<dims>(max_batch)));
+      return kernels::max_of(
+          kernels::max_of(kernels::ConvWgradGemm<dims>::workspace_floats(max_batch),
+                          kernels::ConvWgradMma<dims>::workspace_floats(max_batch)),
+          kernels::max_of(kernels::max_of(kernels::conv_patch_wgrad_workspace_floats<dims>(max_batch),
+                                          kernels::conv_patch_wgrad_mma_workspace_floats<dims>(max_batch)),
+                          kernels::conv_wgmma_wgrad_workspace_floats<dims>(max_batch)));
   }
   static constexpr std::size_t workspace_floats(int max_batch) {
     return workspace_floats_for<ConvAlgo::automatic>(max_batch);

@@ -123,7 +123,8 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], unsigned long long
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, 1, 1, 1;\n"
-        : CTNN_WGMMA_D8(0), CTNN_WGMMA_D8(8), CTNN_WGMMA_D8(16), CTNN_WGMMA_D8(24), CTNN_WGMMA_D8(32), CTNN_WGMMA_D8(40)
+        : CTNN_WGMMA_D8(0), CTNN_WGMMA_D8(8), CTNN_WGMMA_D8(16), CTNN_WGMMA_D8(24), CTNN_WGMMA_D8(32),
+          CTNN_WGMMA_D8(40)
         : "l"(a), "l"(b));
   else if constexpr (N == 192)
     asm volatile(
@@ -134,8 +135,9 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], unsigned long long
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, 1, 1, 1;\n"
-        : CTNN_WGMMA_D8(0), CTNN_WGMMA_D8(8), CTNN_WGMMA_D8(16), CTNN_WGMMA_D8(24), CTNN_WGMMA_D8(32), CTNN_WGMMA_D8(40),
-          CTNN_WGMMA_D8(48), CTNN_WGMMA_D8(56), CTNN_WGMMA_D8(64), CTNN_WGMMA_D8(72), CTNN_WGMMA_D8(80), CTNN_WGMMA_D8(88)
+        : CTNN_WGMMA_D8(0), CTNN_WGMMA_D8(8), CTNN_WGMMA_D8(16), CTNN_WGMMA_D8(24), CTNN_WGMMA_D8(32),
+          CTNN_WGMMA_D8(40), CTNN_WGMMA_D8(48), CTNN_WGMMA_D8(56), CTNN_WGMMA_D8(64), CTNN_WGMMA_D8(72),
+          CTNN_WGMMA_D8(80), CTNN_WGMMA_D8(88)
         : "l"(a), "l"(b));
 #else
   (void)d, (void)a, (void)b;

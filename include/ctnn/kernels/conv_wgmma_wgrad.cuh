@@ -108,7 +108,8 @@ kernel_conv_wgmma_wgrad(const float* __restrict__ x,   // [batch][C][H][W]
       int c, r, q;
       unit(p, c, r, q);
       const bool in = (T::x_units % NT == 0 || threadIdx.x + p * NT < T::x_units) && y0 + r >= 0 && y0 + r < H;
-      xv[p] = in ? *reinterpret_cast<const float4*>(x_n + c * plane + (y0 + r) * W + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float* from = x_n + c * plane + (y0 + r) * W + 4 * q;
+      xv[p] = in ? *reinterpret_cast<const float4*>(from) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
   auto store_x = [&](int stage) {
@@ -267,8 +268,10 @@ void launch_conv_wgmma_wgrad(cudaStream_t stream, const float* x, const float* d
 template <class G>
 void launch_conv_wgmma_wgrad_auto(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                                   float* db, int batch) {
-  if (G::C == 64 || batch <= 64) launch_conv_wgmma_wgrad<G, ConvWgmmaWgradHalf<G>>(stream, x, dy, partials, dw, db, batch);
-  else launch_conv_wgmma_wgrad<G, ConvWgmmaWgradWide<G>>(stream, x, dy, partials, dw, db, batch);
+  if (G::C == 64 || batch <= 64)
+    launch_conv_wgmma_wgrad<G, ConvWgmmaWgradHalf<G>>(stream, x, dy, partials, dw, db, batch);
+  else
+    launch_conv_wgmma_wgrad<G, ConvWgmmaWgradWide<G>>(stream, x, dy, partials, dw, db, batch);
 }
 
 // --- The rule ----------------------------------------------------------------------------------------------
