@@ -91,6 +91,13 @@ void test_layer(Tally& t, const char* name, std::uint64_t seed) {
     if constexpr (W == 32) forward.template operator()<kernels::ConvWgmmaTile<PF, 8, 1, 8>>("8 rows, 1 warpgroup");
     const Reference dw_ref = kernels::conv_wgmma_wgrad_fits<G>() ? conv3x3_wgrad_reference(x, dy, batch, C, Out, H, W)
                                                                  : Reference(0);
+    std::vector<float> db_ref(Out, 0.f);  // the bias gradient: dy's sums in double
+    for (int o = 0; o < Out; ++o) {
+      double sum = 0;
+      for (int n = 0; n < batch; ++n)
+        for (int p = 0; p < plane; ++p) sum += dy[(std::size_t(n) * Out + o) * plane + p];
+      db_ref[o] = float(sum);
+    }
     auto weights = [&]<class T>(const char* tile) {
       static_assert(T::fits);
       DeviceBuffer<float> d_part(T::Splits::workspace_floats(batch)), d_dw(w.size()), d_db(Out);
@@ -100,12 +107,6 @@ void test_layer(Tally& t, const char* name, std::uint64_t seed) {
         kernels::launch_conv_wgmma_wgrad<G, T>(stream.s, d_x.ptr, d_dy.ptr, d_part.ptr, d_dw.ptr, d_db.ptr, batch);
       }, d_dw);
       check(t, dw, dw_ref, batch * plane, label("weight gradient", tile), truncated_by_truncated);
-      std::vector<float> db_ref(Out, 0.f);
-      std::vector<double> db_sum(Out, 0.0);
-      for (int n = 0; n < batch; ++n)
-        for (int o = 0; o < Out; ++o)
-          for (int p = 0; p < plane; ++p) db_sum[o] += dy[(std::size_t(n) * Out + o) * plane + p];
-      for (int o = 0; o < Out; ++o) db_ref[o] = float(db_sum[o]);
       t(close_sum(d_db.download(), db_ref, label("bias gradient", tile)));
       // Bitwise the same on a second run (fixed order of additions).
       const auto again = run([&] {

@@ -550,10 +550,11 @@ inline bool conv_patch_wgrad_aligned(const float* x, const float* dy) {
   return reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0;
 }
 
-// Stage 1 of a patch weight-gradient kernel (this one, conv_patch_wgrad_mma.cuh's) with tile T into
-// `partials` (T::Splits::workspace_floats(batch) floats), then stage 2 into dw and db; both launched
-// dependent (both start with wait_for_prior_grids).
-template <class G, class T, auto Kernel>
+// Stage 1 of a patch weight-gradient kernel (this one, conv_patch_wgrad_mma.cuh's, conv_wgmma_wgrad.cuh's)
+// with tile T into `partials` (T::Splits::workspace_floats(batch) floats), then stage 2 into dw and db
+// (Map: where a partial's column goes in dw, sum_partials); both launched dependent (both start with
+// wait_for_prior_grids).
+template <class G, class T, auto Kernel, class Map = SameColumn>
 void launch_conv_patch_wgrad_kernel(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                                     float* db, int batch) {
   static_assert(T::fits, "see the tile");
@@ -568,7 +569,7 @@ void launch_conv_patch_wgrad_kernel(cudaStream_t stream, const float* x, const f
   const dim3 grid(unsigned(splits), ceil_div(G::C, T::CK), ceil_div(G::Out, T::BM));
   launch_kernel(Kernel, grid, T::threads, T::smem_bytes, stream, 1, Launch::dependent, x, dy, partials,
                 int(T::Splits::per_split(batch)), int(steps));
-  sum_partials(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db, Launch::dependent);
+  sum_partials<Map>(stream, partials, splits, T::Splits::E, G::Out * G::CKK, dw, db, Launch::dependent);
 }
 
 template <class G, class T = ConvPatchWgradRule<G>>

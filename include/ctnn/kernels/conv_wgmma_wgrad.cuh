@@ -21,8 +21,6 @@
 // sum_partials adds the splits in order and puts each column in dW's order (WgmmaWgradColumn):
 // deterministic.
 #include <cstddef>
-#include <stdexcept>
-#include <string>
 
 #include "conv_gemm.cuh"
 #include "conv_patch_fp32.cuh"
@@ -42,6 +40,7 @@ constexpr bool conv_wgmma_wgrad_shape() {
 template <class G, int Pixels = 64, int Blocks_ = 132>
 struct ConvWgmmaWgradTile {
   static constexpr int C = G::C, M = 64, W = G::W, H = G::H, threads = 3 * 128, W4 = W / 4, NC = 3 * C;
+  static constexpr int CK = C, BM = M;  // a block's input and output channels: all (one block a split)
   // Output rows a step: about Pixels pixels, dividing H.
   static constexpr int TH = [] {
     for (int th = max_of(1, Pixels / W); th > 1; --th)
@@ -238,30 +237,16 @@ using ConvWgmmaWgradHalf = ConvWgmmaWgradTile<G, 64, 66>;
 template <class G>
 constexpr std::size_t conv_wgmma_wgrad_workspace_floats(int max_batch) {
   if constexpr (!conv_wgmma_wgrad_fits<G>()) return 0;
-  else
-    return max_of(ConvWgmmaWgradWide<G>::Splits::workspace_floats(max_batch),
-                  ConvWgmmaWgradHalf<G>::Splits::workspace_floats(max_batch));
+  else return ConvWgmmaWgradWide<G>::Splits::workspace_floats(max_batch);  // (more splits than the half's)
 }
 
-// Stage 1 into `partials` (T::Splits::workspace_floats(batch) floats), then the splits' sum into dw and db;
-// both launched dependent.
+// Stage 1 into `partials` (T::Splits::workspace_floats(batch) floats), then the splits' sum into dw and db
+// in dW's order; both launched dependent.
 template <class G, class T = ConvWgmmaWgradWide<G>>
 void launch_conv_wgmma_wgrad(cudaStream_t stream, const float* x, const float* dy, float* partials, float* dw,
                              float* db, int batch) {
-  static_assert(T::fits, "see the tile");
-  if (!conv_patch_wgrad_aligned(x, dy))
-    throw std::invalid_argument("ctnn: Conv backward (TF32 wgmma weight gradient): x and dy must be 16-byte aligned");
-  const long long steps = T::Splits::steps(batch);
-  if (steps > 0x7fffffffLL)
-    throw std::invalid_argument("ctnn: Conv backward: batch " + std::to_string(batch) + " is too large");
-  if (batch <= 0) return;
-  const int splits = T::Splits::splits(batch);
-  constexpr auto kernel = kernel_conv_wgmma_wgrad<G, T>;
-  request_dynamic_smem<kernel, T::smem_bytes>();
-  launch_kernel(kernel, dim3(unsigned(splits)), T::threads, T::smem_bytes, stream, 1, Launch::dependent, x,
-                dy, partials, int(T::Splits::per_split(batch)), int(steps));
-  sum_partials<WgmmaWgradColumn<G::C>>(stream, partials, splits, T::Splits::E, 9 * G::C * 64, dw, db,
-                                       Launch::dependent);
+  launch_conv_patch_wgrad_kernel<G, T, kernel_conv_wgmma_wgrad<G, T>, WgmmaWgradColumn<G::C>>(stream, x, dy, partials,
+                                                                                            dw, db, batch);
 }
 
 // The rule's tile for this layer and batch (see ConvWgmmaWgradHalf).
