@@ -334,6 +334,16 @@ void bench(const char* name, std::initializer_list<int> all_batches) {
     }
     if constexpr (fwd_direct)
       fwd("direct", !fg, [&] { Dev::template forward_with<direct>(ctx, w.p, b.p, x.p, y.p, n); });
+    if constexpr (kernels::ConvStemMma<G>::fits) {  // the TF32 rule's kernel for this layer (% of the FP32 peak here)
+      using kernels::launch_conv_stem_mma, kernels::ConvStemMmaTile;
+      fwd("tf32 stem mma (TF32 rule)", false, [&] { launch_conv_stem_mma<G>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("tf32 stem mma, 396 blocks", false,
+          [&] { launch_conv_stem_mma<G, identity_fn, ConvStemMmaTile<G, 396>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("tf32 stem mma, 792 blocks", false,
+          [&] { launch_conv_stem_mma<G, identity_fn, ConvStemMmaTile<G, 792>>(s, w.p, b.p, x.p, y.p, n); });
+      fwd("tf32 stem mma, 2 stages", false,
+          [&] { launch_conv_stem_mma<G, identity_fn, ConvStemMmaTile<G, 264, 2>>(s, w.p, b.p, x.p, y.p, n); });
+    }
     constexpr bool patch_s2 = kernels::conv_patch_dgrad_s2_fits<G>();
     constexpr bool wino_dgrad = kernels::conv_winograd_dgrad_fits<G>();
     using GD = kernels::ConvWinogradDgradDims<G>;  // the layer turned around

@@ -427,9 +427,83 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
   }
 }
 
+// --- RGB stems: the TF32 forward on the tensor cores (kernels/conv_stem_mma.cuh) -------------------------
+// The layer's own rule in TF32 (not a forced family): the stem kernel where it fits, checked against
+// TF32's bound and proven to round its operands; ReLU in its store = ReLU(forward) bit for bit; two runs
+// the same bits; in FP32 the rule keeps the direct kernel (FP32's accuracy); a misaligned output falls
+// back to the direct kernel (nothing launched by the stem's launcher).
+template <class L, class In>
+void test_stem_tf32(Tally& t, const char* name, std::initializer_list<int> batch_init, std::uint64_t seed) {
+  if (!case_selected(name)) return;
+  using B = typename L::template bind<In>;
+  using Dev = cuda_layer<L, In>;
+  using G = typename Dev::dims;
+  static_assert(kernels::ConvStemMma<G>::fits && Dev::forward_algo == ConvAlgo::direct, "a stem case");
+  std::printf("== %s: %dx%dx%d -> %dx%dx%d, K=%d, TF32 stem kernel (%d rows a block)\n", name, G::C, G::H, G::W,
+              G::Out, G::OH, G::OW, G::K, kernels::ConvStemMma<G>::TH);
+  const std::vector<int> batches = batch_list(batch_init);
+  Stream stream;
+  CudaContext ctx{stream.s, nullptr, nullptr, 0};
+  ctx.math = Math::tf32;
+  CudaContext fp32_ctx{stream.s, nullptr, nullptr, 0};
+  const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
+  DeviceBuffer<float> d_w(w), d_b(b);
+  char what[200];
+  auto label = [&](int batch, const char* q) {
+    std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
+    return what;
+  };
+  for (const int batch : batches) {
+    const std::size_t nx = std::size_t(batch) * B::in_size, ny = std::size_t(batch) * B::out_size;
+    const std::vector<float> x = random_vector(nx, seed + 2 + batch), dy = random_vector(ny, seed + 3 + batch);
+    Reference y_ref(ny), dx_ref(nx), dw_ref(B::weight_count);
+    std::vector<double> db_ref(B::bias_count);
+    host_reference<G>(w, b, x, dy, batch, y_ref, dx_ref, dw_ref, db_ref);
+    DeviceBuffer<float> d_x(x), d_y(ny);
+    auto run = [&](auto&& launch) {
+      d_y.poison();
+      launch();
+      stream.sync();
+      return d_y.download();
+    };
+    const auto y = run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); });
+    check_tf32(t, y, y_ref, label(batch, "forward (the rule: stem kernel)"));
+    t(same_bits(run([&] { Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }), y,
+                label(batch, "forward, second run")));
+    // Fewer blocks than units (each block loops over several, its copies 1 or 2 units ahead): same bits
+    // (a warp computes each output whole, in the same order, whatever the tile).
+    using kernels::launch_conv_stem_mma, kernels::ConvStemMmaTile;
+    using Few2 = ConvStemMmaTile<G, 3, 2>;  // 3 blocks, 2 stages
+    using Few3 = ConvStemMmaTile<G, 2, 3>;  // 2 blocks, 3 stages
+    t(same_bits(run([&] { launch_conv_stem_mma<G, identity_fn, Few2>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }),
+                y, label(batch, "forward in 3 blocks, 2 stages = the rule's")));
+    t(same_bits(run([&] { launch_conv_stem_mma<G, identity_fn, Few3>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }),
+                y, label(batch, "forward in 2 blocks, 3 stages = the rule's")));
+    const auto y_act = run([&] { Dev::template forward_act<relu_fn>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); });
+    std::vector<float> want(y);
+    for (float& v : want) v = relu_fn::apply(v);
+    t(same_bits(y_act, want, label(batch, "forward with ReLU in the store = ReLU(forward)")));
+    // FP32: the direct kernel, FP32's accuracy.
+    t(close_sum(run([&] { Dev::forward(fp32_ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch); }), to_float(y_ref.exact),
+                label(batch, "forward in FP32 (direct kernel)")));
+    // A misaligned output: the launcher declines, the layer runs the direct kernel (FP32 results).
+    if (batch == 1) {
+      DeviceBuffer<float> d_yu(ny + 1);
+      d_yu.poison();
+      const bool launched = kernels::launch_conv_stem_mma<G>(stream.s, d_w.ptr, d_b.ptr, d_x.ptr, d_yu.ptr + 1, batch);
+      if (!t(!launched)) std::printf("FAIL %s: the stem kernel took a misaligned output\n", label(batch, ""));
+      Dev::forward(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_yu.ptr + 1, batch);
+      stream.sync();
+      const std::vector<float> all = d_yu.download(), got(all.begin() + 1, all.end());
+      t(close_sum(got, to_float(y_ref.exact),
+                  label(batch, "forward in TF32 to a misaligned output (direct kernel, FP32 accuracy)")));
+    }
+  }
+}
+
 // --- Training: a small CIFAR-like network, TF32 against FP32 -----------------------------------------
 // Three of its four convolutions run the implicit GEMM (16 -> 32, 32 -> 32 stride 2, 32 -> 48); the
-// RGB stem (3 -> 16) is direct and stays FP32.
+// RGB stem (3 -> 16) runs the TF32 stem kernel forward and FP32 kernels backward.
 using SmallCifar = Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Conv<32, 3, Pad<1>>, ReLU, Conv<32, 3, Stride<2>, Pad<1>>,
                                ReLU, Conv<48, 3, Pad<1>>, ReLU, Pool<2>, Dense<10>, Softmax>,
                            Input<3, 16, 16>>;
@@ -509,6 +583,12 @@ int main() {
     test_conv_tf32<Conv<24, 5, Pad<2>>, Shape<16, 10, 24>>(t, "patch 5x5 16->24 at 10x24", {1, 13}, 42);
     // An RGB stem forced onto the GEMM (M = 3 rows in backward data).
     test_conv_tf32<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "RGB stem 3->32 (GEMM forced)", {1, 5, 65}, 41);
+    // The TF32 stem kernel: the CIFAR stem; 16 columns; 24 columns (an m tile's two halves in two rows),
+    // 5×5 on 4 channels, 6 rows (2-row blocks); one channel, 8 columns, 64 output channels.
+    test_stem_tf32<Conv<32, 3, Pad<1>>, Shape<3, 32, 32>>(t, "stem 3->32 at 32x32", {1, 5, 64}, 43);
+    test_stem_tf32<Conv<16, 3, Pad<1>>, Shape<3, 16, 16>>(t, "stem 3->16 at 16x16", {1, 7}, 44);
+    test_stem_tf32<Conv<8, 5, Pad<2>>, Shape<4, 6, 24>>(t, "stem 5x5 4->8 at 6x24", {1, 9}, 45);
+    test_stem_tf32<Conv<64, 3, Pad<1>>, Shape<1, 8, 8>>(t, "stem 1->64 at 8x8", {1, 3}, 46);
     test_training_tf32(t);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());

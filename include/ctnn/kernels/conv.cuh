@@ -9,7 +9,8 @@
 // layers from a staged patch, conv_patch.cuh, where its rule picks it; the stride-1 3×3 layers of 32 or
 // 64 channels on Hopper's wgmma, conv_wgmma.cuh, where the program has sm_90a device code and ctx the
 // weights' TF32 copies, as a CudaNetwork's does, and there the weight gradient of those with 64 output
-// channels too, conv_wgmma_wgrad.cuh); the direct kernels stay FP32.
+// channels too, conv_wgmma_wgrad.cuh), and the forward of RGB stems (C <= 4) on conv_stem_mma.cuh's
+// kernel; the other direct kernels stay FP32.
 // All of them are deterministic (no float atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
@@ -26,6 +27,7 @@
 #include "conv_patch.cuh"
 #include "conv_patch_fp32.cuh"
 #include "conv_patch_wgrad_mma.cuh"
+#include "conv_stem_mma.cuh"
 #include "conv_wgmma.cuh"
 #include "conv_wgmma_wgrad.cuh"
 #include "launch.cuh"
@@ -120,6 +122,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     kernels::check_batch(batch, "Conv forward");
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? forward_algo : Algo;
     if constexpr (algo == ConvAlgo::direct) {
+      if (Algo == ConvAlgo::automatic && ctx.math == Math::tf32 &&
+          kernels::launch_conv_stem_mma<dims>(ctx.stream, w, b, x, y, batch))
+        return;
       using Cfg = kernels::ConvDirect<dims>;
       const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_forward_direct<dims><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
@@ -145,6 +150,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
                           int batch) {
     kernels::check_batch(batch, "Conv forward");
     if constexpr (forward_algo == ConvAlgo::direct) {
+      if (ctx.math == Math::tf32 && kernels::launch_conv_stem_mma<dims, Fn>(ctx.stream, w, b, x, y, batch)) return;
       using Cfg = kernels::ConvDirect<dims>;
       const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_forward_direct<dims, false, Fn><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
