@@ -508,6 +508,56 @@ using SmallCifar = Network<Seq<Conv<16, 3, Pad<1>>, ReLU, Conv<32, 3, Pad<1>>, R
                                ReLU, Conv<48, 3, Pad<1>>, ReLU, Pool<2>, Dense<10>, Softmax>,
                            Input<3, 16, 16>>;
 
+// An evaluation pass (forward_fused) of SmallCifar, whose first group is its RGB stem and ReLU: with TF32
+// the group runs the stem kernel with ReLU in its store (bit for bit that kernel launched on the same
+// input and weights), not the fused FP32 direct group, which FP32 keeps (FP32's accuracy).
+void test_stem_in_network(Tally& t) {
+  if (!case_selected("stem in a network")) return;
+  using Dev = CudaNetwork<SmallCifar, 16>;
+  using Stem = cuda_layer<Conv<16, 3, Pad<1>>, Shape<3, 16, 16>>;
+  static_assert(Stem::has_stem_mma && Dev::plan::act_size[2] == 16 * 16 * 16);
+  constexpr int batch = 5;
+  Dev net(3);
+  const std::vector<float> x = random_vector(Dev::plan::act_size[0] * batch, 91);
+  const std::vector<float> p = net.parameters();
+  const auto w0 = p.begin() + Dev::plan::weight_offset[0], b0 = p.begin() + Dev::plan::bias_offset[0];
+  const std::vector<float> w(w0, w0 + 16 * 27), b(b0, b0 + 16);
+  DeviceBuffer<float> d_w(w), d_b(b), d_x(x), d_y(Dev::plan::act_size[2] * batch);
+  Stream stream;
+  CudaContext ctx{stream.s, nullptr, nullptr, 0};
+  ctx.math = Math::tf32;
+  d_y.poison();
+  Stem::forward_act<relu_fn>(ctx, d_w.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+  stream.sync();
+  const std::vector<float> want = d_y.download();
+  std::vector<double> exact(want.size());  // ReLU(the stem) in double
+  for (int n = 0; n < batch; ++n)
+    for (int o = 0; o < 16; ++o)
+      for (int y = 0; y < 16; ++y)
+        for (int xx = 0; xx < 16; ++xx) {
+          double acc = b[o];
+          for (int c = 0; c < 3; ++c)
+            for (int ky = 0; ky < 3; ++ky)
+              for (int kx = 0; kx < 3; ++kx) {
+                const int iy = y + ky - 1, ix = xx + kx - 1;
+                if (iy >= 0 && iy < 16 && ix >= 0 && ix < 16)
+                  acc += double(w[(o * 3 + c) * 9 + ky * 3 + kx]) * x[((n * 3 + c) * 16 + iy) * 16 + ix];
+              }
+          exact[((n * 16 + o) * 16 + y) * 16 + xx] = acc > 0 ? acc : 0;
+        }
+  for (const Math math : {Math::tf32, Math::fp32}) {
+    net.set_math(math);
+    CTNN_CUDA_CHECK(cudaMemcpy(net.input(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CTNN_CUDA_CHECK(cudaMemset(net.activation(2), 0xFF, want.size() * sizeof(float)));
+    net.forward_fused(batch);
+    CTNN_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> got(want.size());
+    CTNN_CUDA_CHECK(cudaMemcpy(got.data(), net.activation(2), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    if (math == Math::tf32) t(same_bits(got, want, "stem in a network, TF32 evaluation: the stem kernel's bits"));
+    else t(close_sum(got, to_float(exact), "stem in a network, FP32 evaluation: the fused FP32 group"));
+  }
+}
+
 double norm_of_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
   for (std::size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
@@ -589,6 +639,7 @@ int main() {
     test_stem_tf32<Conv<16, 3, Pad<1>>, Shape<3, 16, 16>>(t, "stem 3->16 at 16x16", {1, 7}, 44);
     test_stem_tf32<Conv<8, 5, Pad<2>>, Shape<4, 6, 24>>(t, "stem 5x5 4->8 at 6x24", {1, 9}, 45);
     test_stem_tf32<Conv<64, 3, Pad<1>>, Shape<1, 8, 8>>(t, "stem 1->64 at 8x8", {1, 3}, 46);
+    test_stem_in_network(t);
     test_training_tf32(t);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());

@@ -87,6 +87,9 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   static constexpr ConvAlgo dgrad_algo = kernels::conv_dgrad_rule<dims>();
   static constexpr ConvAlgo wgrad_algo = kernels::conv_wgrad_rule<dims>();
 
+  // Whether the TF32 forward runs the RGB stem kernel (conv_stem_mma.cuh) where the rule is direct.
+  static constexpr bool has_stem_mma = forward_algo == ConvAlgo::direct && kernels::ConvStemMma<dims>::fits;
+
   // Whether TF32 forward and backward data can run on the wgmma kernels (conv_wgmma.cuh), reading the
   // TF32 copies of the weights that a network keeps in ctx (CudaNetwork makes them: wgmma_jobs).
   static constexpr bool has_wgmma = kernels::conv_wgmma_fits<dims>();

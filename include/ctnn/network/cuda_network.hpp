@@ -801,13 +801,27 @@ class CudaNetwork {
       return false;
   }
 
+  // Whether conv group g starts with an RGB stem and its activation that the TF32 stem kernel runs
+  // (cuda_layer<Conv>::has_stem_mma): with Math::tf32 an evaluation pass then runs the group layer by
+  // layer, the stem kernel with the activation in its store, not the fused group's FP32 direct kernel
+  // (docs/benchmarks.md, twenty-seventh stop). Training runs stems layer by layer already (min_batch).
+  template <std::size_t g>
+  bool stem_on_tensor_cores(Mode mode) const {
+    constexpr FusedGroup grp = fusion::groups[g];
+    if constexpr (grp.kind == GroupKind::conv && conv_then_activation<grp.first, grp.last>()) {
+      if constexpr (requires { layer_kernels<grp.first>::has_stem_mma; })
+        return layer_kernels<grp.first>::has_stem_mma && mode == Mode::eval && ctx_.math == Math::tf32;
+    }
+    return false;
+  }
+
   // Forward of group g; forward_only: a pass without a loss (see runs_fused).
   template <std::size_t g>
   void group_forward(int batch, Mode mode, bool forward_only) {
     if constexpr (g == wgmma_group) wait_wgmma_weights();
     constexpr FusedGroup grp = fusion::groups[g];
     using K = group_kernels<g>;
-    if (!runs_fused<g>(batch, forward_only)) {
+    if (!runs_fused<g>(batch, forward_only) || (forward_only && stem_on_tensor_cores<g>(mode))) {
       if constexpr (grp.kind == GroupKind::dense_chain) return chain_layers_forward<grp.first, grp.last>(batch, mode);
       // A convolution followed by an activation runs both in one kernel (the activation in its store)
       // and writes the activation's slot; its own stays unwritten (nothing reads it: the activation's
