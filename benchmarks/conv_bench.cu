@@ -7,8 +7,8 @@
 // and where the program has sm_90a device code the wgmma kernels of conv_wgmma.cuh, not in the rule yet).
 // Prints one table row each:
 //   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
-// Timing: inputs are fresh random numbers (never zeros); 5 warm-up calls (none for `1 1`), then `samples` samples of
-// `reps` back-to-back calls between two CUDA events on one stream; the median sample / reps.
+// Timing (kernel_bench.hpp): inputs are fresh random numbers (never zeros); 5 warm-up calls (none for `1 1`), then
+// `samples` samples of `reps` back-to-back calls between two CUDA events on one stream; the median sample / reps.
 // FLOPs: 2·Out·OH·OW·C·K·K per sample for each direction (the dense GEMM's count; the zero taps of
 // a padded border are counted, as everyone counts them; the Winograd kernel multiplies 2.25× (4 × 4 tiles: 4×) less, and
 // its TFLOP/s is that count over its time, the rate a direct kernel would need to match it). Peak: FP32 FMA lanes (128 per SM on Hopper)
@@ -29,60 +29,16 @@
 #include <ctnn/kernels/conv_wgmma.cuh>
 #include <ctnn/layers/conv.hpp>
 
+#include "kernel_bench.hpp"
+
 using namespace ctnn;
+using namespace ctnn_bench;
 
 namespace {
 
-int g_samples = 30, g_reps = 10, g_batch = 0;
+int g_batch = 0;
 const char* g_layer = "";
-double g_peak_tflops = 0, g_tf32_peak_tflops = 0;
 bool g_wgmma = false;  // the program's device code has the wgmma kernels (sm_90a)
-
-struct Buf {
-  float* p = nullptr;
-  explicit Buf(std::size_t n, std::uint64_t seed) {
-    CTNN_CUDA_CHECK(cudaMalloc(&p, (n ? n : 1) * sizeof(float)));
-    std::vector<float> h(n);
-    Random rng(seed);
-    for (auto& v : h) v = float(rng.uniform(-1.0, 1.0));
-    CTNN_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  ~Buf() { cudaFree(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-};
-
-template <class F>
-double time_us(cudaStream_t s, F&& launch) {
-  const int warmups = g_samples == 1 && g_reps == 1 ? 0 : 5;  // (1 1: one call each, for ncu)
-  for (int i = 0; i < warmups; ++i) launch();
-  CTNN_CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CTNN_CUDA_CHECK(cudaEventCreate(&a));
-  CTNN_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < g_samples; ++i) {
-    CTNN_CUDA_CHECK(cudaEventRecord(a, s));
-    for (int r = 0; r < g_reps; ++r) launch();
-    CTNN_CUDA_CHECK(cudaEventRecord(b, s));
-    CTNN_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CTNN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(1e3 * ms / g_reps);
-  }
-  CTNN_CUDA_CHECK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-void row(const char* layer, int batch, const char* dir, const char* kernel, bool chosen, double us,
-         double flops, double peak) {
-  const double tf = flops / (us * 1e-6) / 1e12;
-  std::printf("%-26s %5d  %-8s %-22s %c %9.1f %8.3f %8.2f %6.1f%%\n", layer, batch, dir, kernel,
-              chosen ? '*' : ' ', us, flops / 1e9, tf, 100.0 * tf / peak);
-}
 
 // TF32 weight-gradient tiles beside the rule's: warps CG × KG, stages.
 struct WgradMmaVariant {
@@ -449,17 +405,7 @@ int main(int argc, char** argv) {
   if (argc > 2) g_reps = std::max(1, std::atoi(argv[2]));
   if (argc > 3) g_layer = argv[3];
   if (argc > 4) g_batch = std::atoi(argv[4]);
-  int dev = 0, sms = 0, khz = 0;
-  cudaDeviceProp prop{};
-  CTNN_CUDA_CHECK(cudaGetDevice(&dev));
-  CTNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  CTNN_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
-  g_peak_tflops = 128.0 * 2 * sms * khz * 1e3 / 1e12;
-  g_tf32_peak_tflops = 1024.0 * 2 * sms * khz * 1e3 / 1e12;
-  std::printf("device: %s, %d SMs, peak clock %.0f MHz: FP32 peak %.1f TFLOP/s (128 FMA/clk/SM), dense TF32 "
-              "tensor peak %.1f TFLOP/s (1024 FMA/clk/SM; %% column of the tf32 rows)\n",
-              prop.name, sms, khz / 1e3, g_peak_tflops, g_tf32_peak_tflops);
+  print_device();
   g_wgmma = kernels::conv_wgmma_available();
   std::printf("median of %d samples of %d calls; * = the kernel the rule picks; wgmma rows: %s\n", g_samples, g_reps,
               g_wgmma ? "yes (sm_90a device code)" : "no (needs sm_90a device code on a Hopper GPU)");

@@ -59,6 +59,17 @@ bool same_bits(const std::vector<T>& got, const std::vector<T>& want, const char
   return ok;
 }
 
+// A check's name, "<name> batch <batch> <what>", in a buffer the labeler owns (valid until its next call).
+struct Labeler {
+  const char* name;
+  char text[200] = {};
+  explicit Labeler(const char* name_) : name(name_) {}
+  const char* operator()(int batch, const char* what) {
+    std::snprintf(text, sizeof text, "%s batch %d %s", name, batch, what);
+    return text;
+  }
+};
+
 // The stream the kernels under test run on (ctx.stream). A blocking stream: DeviceBuffer's uploads,
 // poison and downloads run on the legacy default stream, which orders itself with it.
 struct Stream {

@@ -21,14 +21,9 @@ using namespace ctnn_test;
 
 namespace {
 
-char what[200];
-const char* label(const char* name, int batch, const char* q) {
-  std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
-  return what;
-}
-
 template <class L, class In>
 void test_simple(Tally& t, const char* name, std::initializer_list<int> batches, std::uint64_t seed, bool exact_fwd) {
+  Labeler label(name);
   using B = typename L::template bind<In>;
   using Dev = cuda_layer<L, In>;
   Stream stream;
@@ -44,14 +39,15 @@ void test_simple(Tally& t, const char* name, std::initializer_list<int> batches,
     Dev::forward(ctx, nullptr, nullptr, d_x.ptr, d_y.ptr, batch);
     Dev::backward(ctx, nullptr, d_x.ptr, d_y_ref.ptr, d_dy.ptr, d_dx.ptr, nullptr, nullptr, batch);
     stream.sync();
-    if (exact_fwd) t(same_bits(d_y.download(), y_ref, label(name, batch, "forward")));
-    else t(close_sum(d_y.download(), y_ref, label(name, batch, "forward"), 1e-5));
-    t(same_bits(d_dx.download(), dx_ref, label(name, batch, "backward dx")));
+    if (exact_fwd) t(same_bits(d_y.download(), y_ref, label(batch, "forward")));
+    else t(close_sum(d_y.download(), y_ref, label(batch, "forward"), 1e-5));
+    t(same_bits(d_dx.download(), dx_ref, label(batch, "backward dx")));
   }
 }
 
 template <float P, class In>
 void test_dropout(Tally& t, const char* name, std::initializer_list<int> batches, std::uint64_t seed) {
+  Labeler label(name);
   using L = Dropout<P>;
   using B = typename L::template bind<In>;
   using Dev = cuda_layer<L, In>;
@@ -82,20 +78,21 @@ void test_dropout(Tally& t, const char* name, std::initializer_list<int> batches
     b.dy = d_dy.ptr, b.saved = d_mask.ptr, b.dx = d_dx.ptr;
     Dev::backward(ctx, b);
     stream.sync();
-    t(same_bits(d_mask.download(), mask_ref, label(name, batch, "mask (host and device draw the same)")));
-    t(same_bits(d_y.download(), y_ref, label(name, batch, "forward")));
-    t(same_bits(d_dx.download(), dx_ref, label(name, batch, "backward dx")));
+    t(same_bits(d_mask.download(), mask_ref, label(batch, "mask (host and device draw the same)")));
+    t(same_bits(d_y.download(), y_ref, label(batch, "forward")));
+    t(same_bits(d_dx.download(), dx_ref, label(batch, "backward dx")));
     // Evaluation: the identity.
     d_y.poison();
     a.mode = Mode::eval;
     Dev::forward(ctx, a);
     stream.sync();
-    t(same_bits(d_y.download(), x, label(name, batch, "eval forward (identity)")));
+    t(same_bits(d_y.download(), x, label(batch, "eval forward (identity)")));
   }
 }
 
 template <class In>
 void test_batchnorm(Tally& t, const char* name, std::initializer_list<int> batches, std::uint64_t seed) {
+  Labeler label(name);
   using B = BatchNorm::bind<In>;
   using Dev = cuda_layer<BatchNorm, In>;
   constexpr std::size_t C = std::size_t(B::C);
@@ -125,7 +122,7 @@ void test_batchnorm(Tally& t, const char* name, std::initializer_list<int> batch
     d_y.poison();
     Dev::forward(ctx, a);
     stream.sync();
-    t(close(d_y.download(), y_eval_ref, label(name, batch, "eval forward"), 1e-5, 1e-6));
+    t(close(d_y.download(), y_eval_ref, label(batch, "eval forward"), 1e-5, 1e-6));
     if (!train) continue;
 
     h.mode = Mode::train, h.y = y_ref.data(), h.saved = saved_ref.data();
@@ -148,20 +145,20 @@ void test_batchnorm(Tally& t, const char* name, std::initializer_list<int> batch
       stream.sync();
       const std::vector<float> y = d_y.download(), dx = d_dx.download();
       if (repeat == 1) {
-        t(same_bits(y, first_y, label(name, batch, "train forward, run twice")));
-        t(same_bits(dx, first_dx, label(name, batch, "backward dx, run twice")));
+        t(same_bits(y, first_y, label(batch, "train forward, run twice")));
+        t(same_bits(dx, first_dx, label(batch, "backward dx, run twice")));
         break;
       }
       first_y = y, first_dx = dx;
-      t(close(y, y_ref, label(name, batch, "train forward"), 1e-5, 1e-5));
+      t(close(y, y_ref, label(batch, "train forward"), 1e-5, 1e-5));
       const std::vector<float> saved = d_saved.download();  // the first 2C floats are used
       t(close(std::vector<float>(saved.begin(), saved.begin() + 2 * C),
-              std::vector<float>(saved_ref.begin(), saved_ref.begin() + 2 * C), label(name, batch, "saved mean, 1/sigma"),
+              std::vector<float>(saved_ref.begin(), saved_ref.begin() + 2 * C), label(batch, "saved mean, 1/sigma"),
               1e-6, 1e-7));
-      t(close(d_state.download(), state_ref, label(name, batch, "running statistics, count"), 1e-6, 1e-7));
-      t(close_sum(dx, dx_ref, label(name, batch, "backward dx"), 1e-4));
-      t(close_sum(d_dw.download(), dw_ref, label(name, batch, "backward dweight"), 1e-4));
-      t(close_sum(d_db.download(), db_ref, label(name, batch, "backward dbias"), 1e-4));
+      t(close(d_state.download(), state_ref, label(batch, "running statistics, count"), 1e-6, 1e-7));
+      t(close_sum(dx, dx_ref, label(batch, "backward dx"), 1e-4));
+      t(close_sum(d_dw.download(), dw_ref, label(batch, "backward dweight"), 1e-4));
+      t(close_sum(d_db.download(), db_ref, label(batch, "backward dbias"), 1e-4));
     }
   }
 }
@@ -169,6 +166,7 @@ void test_batchnorm(Tally& t, const char* name, std::initializer_list<int> batch
 // The whole network on both backends, training mode, from the same parameters and state.
 template <class Net, int MaxBatch>
 void test_network(Tally& t, const char* name, std::initializer_list<int> batches) {
+  Labeler label(name);
   using plan = BufferPlan<Net>;
   constexpr std::size_t L = Net::layer_count;
   const std::uint64_t seed = 5, step = 42;
@@ -189,14 +187,14 @@ void test_network(Tally& t, const char* name, std::initializer_list<int> batches
     dev.upload_output_grad(dy.data(), batch);
     dev.backward(batch);
     dev.synchronize();
-    t(close(dev.download_activation(L, batch), y_ref, label(name, batch, "network train forward"), 1e-4, 1e-5));
-    t(close_sum(dev.gradients(), host.grads(), label(name, batch, "network gradients"), 1e-3));
-    t(close(dev.state_values(), host.state(), label(name, batch, "network layer state"), 1e-5, 1e-6));
+    t(close(dev.download_activation(L, batch), y_ref, label(batch, "network train forward"), 1e-4, 1e-5));
+    t(close_sum(dev.gradients(), host.grads(), label(batch, "network gradients"), 1e-3));
+    t(close(dev.state_values(), host.state(), label(batch, "network layer state"), 1e-5, 1e-6));
     // Evaluation with the updated running statistics.
     const float* e = host.forward(x.data(), batch, Mode::eval);
     dev.forward(batch, L - 1, Mode::eval);
     t(close(dev.download_activation(L, batch), std::vector<float>(e, e + dy.size()),
-            label(name, batch, "network eval forward"), 1e-4, 1e-5));
+            label(batch, "network eval forward"), 1e-4, 1e-5));
     dev.set_state(host.state());  // the next batch starts both from the same state again
   }
 }

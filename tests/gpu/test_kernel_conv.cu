@@ -78,11 +78,7 @@ void test_conv(Tally& t, const char* name, std::initializer_list<int> batch_init
   const CudaContext ctx{stream.s, nullptr, ws.ptr, ws.n};
   const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
   DeviceBuffer<float> d_w(w), d_b(b), d_dw(B::weight_count), d_db(B::bias_count);
-  char what[200];
-  auto label = [&](int batch, const char* q) {
-    std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
-    return what;
-  };
+  Labeler label(name);
 
   for (const int batch : batches) {
     const std::size_t nx = std::size_t(batch) * B::in_size, ny = std::size_t(batch) * B::out_size;

@@ -33,6 +33,7 @@
 #include <ctnn/train/cuda_trainer.hpp>
 
 #include "kernel_test.hpp"
+#include "tf32_check.hpp"
 #include "synthetic_images.hpp"
 
 using namespace ctnn;
@@ -46,36 +47,10 @@ std::vector<int> batch_list(std::initializer_list<int> batches) {
   return batches;
 }
 
-// x rounded to TF32 as cvt.rna.tf32.f32 does: to nearest on the 10-bit mantissa, ties away from zero.
-double tf32(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x1000u) & 0xffffe000u;  // sign-magnitude: adding half an ulp to the magnitude rounds ties away
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
-// Per output: the exact sum, the sum with TF32 operands, the magnitude Σ|a·b| (+ |bias|), the largest
-// TF32 term, and the number of terms.
-struct Reference {
-  std::vector<double> exact, rounded, mag, largest;
-  std::vector<long long> terms;
-  explicit Reference(std::size_t n) : exact(n), rounded(n), mag(n), largest(n), terms(n) {}
-  void add(std::size_t i, float a, float b) {
-    const double t = tf32(a) * tf32(b);
-    exact[i] += double(a) * double(b);
-    rounded[i] += t;
-    mag[i] += std::fabs(double(a) * double(b));
-    if (std::fabs(t) > std::fabs(largest[i])) largest[i] = t;
-    ++terms[i];
-  }
-};
-
 // The three directions of a convolution in one pass over (n, o, oy, ox, c, ky, kx).
 template <class G>
 void host_reference(const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& x,
-                    const std::vector<float>& dy, int batch, Reference& y, Reference& dx, Reference& dw,
+                    const std::vector<float>& dy, int batch, RoundedReference& y, RoundedReference& dx, RoundedReference& dw,
                     std::vector<double>& db) {
   for (int o = 0; o < G::Out; ++o) db[o] = 0;
   for (int n = 0; n < batch; ++n)
@@ -98,53 +73,6 @@ void host_reference(const std::vector<float>& w, const std::vector<float>& b, co
                 dw.add(wi, dy[yi], x[xi]);
               }
         }
-}
-
-std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
-
-// close_sum's measure (kernel_test.hpp), without its report line: the worst error over its tolerance.
-double close_sum_ratio(const std::vector<float>& got, const std::vector<double>& want) {
-  double floor = 0, worst = 0;
-  for (double v : want) floor = std::max(floor, 1e-5 * std::fabs(v));
-  for (std::size_t i = 0; i < got.size(); ++i)
-    worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (std::max(floor, 1e-30) + 1e-4 * std::fabs(want[i])));
-  return worst;
-}
-
-// Checks 1 and 2 (see the top) of one direction.
-void check_tf32(Tally& t, const std::vector<float>& got, const Reference& ref, const char* what) {
-  double worst = 0, off_exact = 0, off_rounded = 0;  // error / bound; squared distances to the two references
-  bool finite = true;
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double K = double(ref.terms[i]);
-    const double err = std::fabs(double(got[i]) - ref.exact[i]);
-    const double bound = (std::ldexp(1.0, -10) + std::ldexp(1.0, -21) + K * std::ldexp(1.0, -24)) * ref.mag[i];
-    finite = finite && std::isfinite(got[i]);
-    if (err > worst * bound) worst = err / (bound + 1e-300), at = i;
-    off_exact += err * err;
-    off_rounded += (double(got[i]) - ref.rounded[i]) * (double(got[i]) - ref.rounded[i]);
-  }
-  // TF32 rounding engaged: the result sits much nearer the sum of rounded operands than the exact sum
-  // (an FP32 kernel would sit at the exact sum, some 2^13 times nearer to it).
-  const bool bound_ok = finite && worst <= 1.0, engaged = off_rounded < 0.01 * off_exact;
-  std::printf("%s %s: max error %.3f of the TF32 bound (at %zu: got %.7g want %.7g); rms distance to the "
-              "TF32-rounded sum %.3g of that to the exact sum%s\n",
-              bound_ok && engaged ? "ok  " : "FAIL", what, worst, at, got.empty() ? 0.0 : double(got[at]),
-              got.empty() ? 0.0 : ref.exact[at], std::sqrt(off_rounded / (off_exact + 1e-300)),
-              engaged ? "" : " (no TF32 rounding seen: an FP32 path ran?)");
-  t(bound_ok && engaged);
-
-  char q[200];
-  std::snprintf(q, sizeof q, "%s, against the TF32-rounded operands' sum", what);
-  t(close_sum(got, to_float(ref.rounded), q));
-  // The same check against a reference missing each output's largest term must fail.
-  std::vector<double> missing = ref.rounded;
-  for (std::size_t i = 0; i < missing.size(); ++i) missing[i] -= ref.largest[i];
-  const double r = close_sum_ratio(got, missing);
-  std::printf("%s %s: against a reference with each output's largest term left out: %.3g of the tolerance (%s)\n",
-              r > 1 ? "ok  " : "FAIL", what, r, r > 1 ? "caught" : "NOT caught: the check is too loose");
-  t(r > 1);
 }
 
 // TF32 weight-gradient tiles checked beside the rule's (CG × KG warps, stages: conv_patch_wgrad_mma.cuh).
@@ -179,16 +107,12 @@ void test_conv_tf32(Tally& t, const char* name, std::initializer_list<int> batch
   ctx.math = Math::tf32;
   const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
   DeviceBuffer<float> d_w(w), d_b(b), d_dw(B::weight_count), d_db(B::bias_count);
-  char what[200];
-  auto label = [&](int batch, const char* q) {
-    std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
-    return what;
-  };
+  Labeler label(name);
 
   for (const int batch : batches) {
     const std::size_t nx = std::size_t(batch) * B::in_size, ny = std::size_t(batch) * B::out_size;
     const std::vector<float> x = random_vector(nx, seed + 2 + batch), dy = random_vector(ny, seed + 3 + 7 * batch);
-    Reference y_ref(ny), dx_ref(nx), dw_ref(B::weight_count);
+    RoundedReference y_ref(ny), dx_ref(nx), dw_ref(B::weight_count);
     std::vector<double> db_ref(B::bias_count);
     host_reference<G>(w, b, x, dy, batch, y_ref, dx_ref, dw_ref, db_ref);
     DeviceBuffer<float> d_x(x), d_dy(dy), d_y(ny), d_dx(nx);
@@ -448,15 +372,11 @@ void test_stem_tf32(Tally& t, const char* name, std::initializer_list<int> batch
   CudaContext fp32_ctx{stream.s, nullptr, nullptr, 0};
   const std::vector<float> w = random_vector(B::weight_count, seed), b = random_vector(B::bias_count, seed + 1);
   DeviceBuffer<float> d_w(w), d_b(b);
-  char what[200];
-  auto label = [&](int batch, const char* q) {
-    std::snprintf(what, sizeof what, "%s batch %d %s", name, batch, q);
-    return what;
-  };
+  Labeler label(name);
   for (const int batch : batches) {
     const std::size_t nx = std::size_t(batch) * B::in_size, ny = std::size_t(batch) * B::out_size;
     const std::vector<float> x = random_vector(nx, seed + 2 + batch), dy = random_vector(ny, seed + 3 + batch);
-    Reference y_ref(ny), dx_ref(nx), dw_ref(B::weight_count);
+    RoundedReference y_ref(ny), dx_ref(nx), dw_ref(B::weight_count);
     std::vector<double> db_ref(B::bias_count);
     host_reference<G>(w, b, x, dy, batch, y_ref, dx_ref, dw_ref, db_ref);
     DeviceBuffer<float> d_x(x), d_y(ny);

@@ -16,17 +16,10 @@
 #include <vector>
 
 #include "kernel_test.hpp"
+#include "tf32_check.hpp"  // tf32_rounded
 
 namespace ctnn_test {
 
-inline double tf32_rounded(float x) {  // cvt.rna.tf32.f32: to nearest on the 10-bit mantissa, ties away
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x1000u) & 0xffffe000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
 inline double tf32_truncated(float x) {  // what the tensor cores take of an FP32 operand
   std::uint32_t u;
   std::memcpy(&u, &x, 4);

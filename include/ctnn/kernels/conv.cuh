@@ -119,41 +119,18 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     return workspace_floats_for<ConvAlgo::automatic>(max_batch);
   }
 
-  template <ConvAlgo Algo>
+  // y = Fn(the forward) by the kernel family Algo (automatic: the rule's; benchmarks name one), Fn the
+  // element-wise activation that follows the layer applied in the store (every kernel has that
+  // epilogue; the same bits as the forward then the activation's kernel; identity_fn: none).
+  template <ConvAlgo Algo, class Fn = identity_fn>
   static void forward_with(const CudaContext& ctx, const float* w, const float* b, const float* x,
                            float* y, int batch) {
     kernels::check_batch(batch, "Conv forward");
     constexpr ConvAlgo algo = Algo == ConvAlgo::automatic ? forward_algo : Algo;
     if constexpr (algo == ConvAlgo::direct) {
       if (Algo == ConvAlgo::automatic && ctx.math == Math::tf32 &&
-          kernels::launch_conv_stem_mma<dims>(ctx.stream, w, b, x, y, batch))
+          kernels::launch_conv_stem_mma<dims, Fn>(ctx.stream, w, b, x, y, batch))
         return;
-      using Cfg = kernels::ConvDirect<dims>;
-      const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
-      kernels::kernel_conv_forward_direct<dims><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
-      CTNN_CHECK_LAUNCH();
-    } else if (ctx.math == Math::tf32) {
-      if (!kernels::launch_conv_wgmma_rule<dims, false>(ctx, w, b, x, y, batch))
-        kernels::launch_conv_tf32_forward<dims>(ctx.stream, w, b, x, y, batch);
-    } else {
-      kernels::launch_conv_fp32_forward<dims>(ctx.stream, w, b, x, y, batch);
-    }
-  }
-
-  static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
-                      int batch) {
-    forward_with<ConvAlgo::automatic>(ctx, w, b, x, y, batch);
-  }
-
-  // y = Fn(the forward): the element-wise activation that follows the layer applied in the store of
-  // the rule's kernel (every kernel has that epilogue; the same bits as forward then the activation's
-  // kernel). The network's layer-by-layer forward calls it for a convolution followed by an activation.
-  template <class Fn>
-  static void forward_act(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
-                          int batch) {
-    kernels::check_batch(batch, "Conv forward");
-    if constexpr (forward_algo == ConvAlgo::direct) {
-      if (ctx.math == Math::tf32 && kernels::launch_conv_stem_mma<dims, Fn>(ctx.stream, w, b, x, y, batch)) return;
       using Cfg = kernels::ConvDirect<dims>;
       const unsigned grid = kernels::grid_for(std::size_t(batch) * Cfg::tiles, 1);
       kernels::kernel_conv_forward_direct<dims, false, Fn><<<grid, Cfg::threads, 0, ctx.stream>>>(w, b, x, y);
@@ -164,6 +141,19 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     } else {
       kernels::launch_conv_fp32_forward_act<dims, Fn>(ctx.stream, w, b, x, y, batch);
     }
+  }
+
+  static void forward(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+                      int batch) {
+    forward_with<ConvAlgo::automatic>(ctx, w, b, x, y, batch);
+  }
+
+  // The rule's forward with the activation Fn in its store: the network's layer-by-layer forward calls
+  // it for a convolution followed by an activation.
+  template <class Fn>
+  static void forward_act(const CudaContext& ctx, const float* w, const float* b, const float* x, float* y,
+                          int batch) {
+    forward_with<ConvAlgo::automatic, Fn>(ctx, w, b, x, y, batch);
   }
 
   // dx from dy and w.

@@ -43,10 +43,20 @@
 namespace ctnn::kernels {
 
 // --- cp.async (sm_80+), with a synchronous fallback for older targets -------------------------------
+// 4 bytes to a shared-window address (__cvta_generic_to_shared of a buffer, which a caller that
+// copies many elements converts once: a generic pointer per copy costs a conversion each), zero-filled
+// when !valid. sm_80+ only (the mma kernels that call it directly need it anyway).
+__device__ __forceinline__ void cp_async_f32(unsigned dst_shared, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst_shared), "l"(src), "r"(valid ? 4 : 0));
+#else
+  (void)dst_shared, (void)src, (void)valid;
+  __trap();
+#endif
+}
 __device__ __forceinline__ void cp_async_f32(float* dst_smem, const float* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+  cp_async_f32(static_cast<unsigned>(__cvta_generic_to_shared(dst_smem)), src, valid);
 #else
   *dst_smem = valid ? *src : 0.f;
 #endif

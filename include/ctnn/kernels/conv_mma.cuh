@@ -60,10 +60,11 @@ struct MmaTile {
   static constexpr int MI = BM / WM / 16, NJ = BN / WN / 8;  // m16 and n8 mma tiles per warp
   static constexpr int KC = BK + 8;                          // row stride of a k-contiguous tile
   static constexpr int KM = BN + 4;                          // row stride of a k-major tile
+  static constexpr int KMA = BM + 4;                         // row stride of a k-major A tile (dense.cuh)
   // Blocks per SM the register allocation must allow (at most 168 registers per thread).
   static constexpr int min_blocks = 65536 / 168 / threads > 0 ? 65536 / 168 / threads : 1;
   static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "whole 16 × 8 mma tiles per warp");
-  static_assert(BN % 16 == 0, "k-major rows of BN + 4 ≡ 4 (mod 16) floats");
+  static_assert(BN % 16 == 0 && BM % 16 == 0, "k-major rows of BN + 4 (BM + 4) ≡ 4 (mod 16) floats");
   static_assert(stages >= 2, "double buffering at least");
 };
 
@@ -78,6 +79,7 @@ struct MmaLane {
   }
   // Offsets of this lane's first fragment element in an A tile (k-contiguous rows) and a B tile.
   __device__ int a_at() const { return (mw + g) * T::KC + 2 * t; }
+  __device__ int a_kmajor_at() const { return 2 * t * T::KMA + mw + g; }
   template <bool BKMajor>
   __device__ int b_at() const { return BKMajor ? 2 * t * T::KM + nw + g : (nw + g) * T::KC + 2 * t; }
 };
@@ -122,8 +124,9 @@ __device__ __forceinline__ void load_a_tf32(unsigned (&a)[MI][4], const float* A
 // slice's k 8s + 2j for j < 4 and 8s + 2(j − 4) + 1 for j >= 4 (any fixed permutation of k is the
 // same product), which puts a thread's two k next to each other in a k-contiguous row. A and B point
 // at this lane's first element (MmaLane::a_at, b_at). on_a(i, lo, hi) sees the unrounded A values
-// of rows g and g + 8 of m tile i (the weight gradient sums them for the bias).
-template <class T, bool BKMajor, class OnA>
+// of rows g and g + 8 of m tile i (the weight gradient sums them for the bias). AKMajor: A is stored
+// k-major too (rows of KMA per k, MmaLane::a_kmajor_at), as a dense weight gradient's dy is.
+template <class T, bool BKMajor, bool AKMajor = false, class OnA>
 __device__ __forceinline__ void mma_slice(const float* A, const float* B, float (&acc)[T::MI][T::NJ][4],
                                           OnA&& on_a) {
 #pragma unroll
@@ -131,8 +134,14 @@ __device__ __forceinline__ void mma_slice(const float* A, const float* B, float 
     unsigned a[T::MI][4], b[T::NJ][2];
 #pragma unroll
     for (int i = 0; i < T::MI; ++i) {
-      const float2 lo = *reinterpret_cast<const float2*>(A + (16 * i) * T::KC + 8 * s);
-      const float2 hi = *reinterpret_cast<const float2*>(A + (16 * i + 8) * T::KC + 8 * s);
+      float2 lo, hi;  // rows g and g + 8, k 8s + 2t and 8s + 2t + 1
+      if constexpr (AKMajor) {
+        lo = make_float2(A[(8 * s) * T::KMA + 16 * i], A[(8 * s + 1) * T::KMA + 16 * i]);
+        hi = make_float2(A[(8 * s) * T::KMA + 16 * i + 8], A[(8 * s + 1) * T::KMA + 16 * i + 8]);
+      } else {
+        lo = *reinterpret_cast<const float2*>(A + (16 * i) * T::KC + 8 * s);
+        hi = *reinterpret_cast<const float2*>(A + (16 * i + 8) * T::KC + 8 * s);
+      }
       on_a(i, lo, hi);
       a[i][0] = tf32_round(lo.x), a[i][1] = tf32_round(hi.x), a[i][2] = tf32_round(lo.y), a[i][3] = tf32_round(hi.y);
     }

@@ -238,12 +238,6 @@ void launch_conv_fp32_forward_act(cudaStream_t stream, const float* w, const flo
   launch_conv_gemm_auto<ConvFwdGemm<G>, Fn>(stream, w, b, x, y, batch);
 }
 
-template <class G>
-void launch_conv_fp32_forward(cudaStream_t stream, const float* w, const float* b, const float* x, float* y,
-                              int batch) {
-  launch_conv_fp32_forward_act<G, identity_fn>(stream, w, b, x, y, batch);
-}
-
 // Backward data with the backward of the activation Fn below the layer folded into its store (below:
 // that activation's output, the layer's input), where the rule takes the Winograd kernel (3×3
 // stride-1 layers on enough blocks, as the forward: its rounding differs from the others') or a patch

@@ -61,7 +61,7 @@ __device__ __forceinline__ void zero_stem_patch_pads(float* patch) {
 }
 // Start the copies of the image's part of the patch of rows y0 .. (xs: the sample's [C][H][W]), 4 bytes
 // each, rows outside the image zero-filled; the caller commits and waits. (The shared address is taken
-// once: a generic pointer per copy costs a conversion each.)
+// once: cp_async_f32's address form.)
 template <class G, class Pt>
 __device__ __forceinline__ void copy_stem_patch(float* patch, const float* __restrict__ xs, int y0) {
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(patch));
@@ -69,13 +69,7 @@ __device__ __forceinline__ void copy_stem_patch(float* patch, const float* __res
     const int col = i % G::W, r = i / G::W % Pt::PR, c = i / G::W / Pt::PR, iy = y0 - G::P + r;
     const bool inside = iy >= 0 && iy < G::H;
     const float* src = inside ? xs + (std::size_t(c) * G::H + iy) * G::W + col : xs;
-    const unsigned dst = base + 4u * unsigned((r * Pt::PW + G::P + col) * 4 + c);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(inside ? 4 : 0));
-#else
-    patch[(r * Pt::PW + G::P + col) * 4 + c] = inside ? *src : 0.f;
-    (void)dst;
-#endif
+    cp_async_f32(base + 4u * unsigned((r * Pt::PW + G::P + col) * 4 + c), src, inside);
   }
 }
 

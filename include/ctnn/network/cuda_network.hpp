@@ -938,7 +938,8 @@ class CudaNetwork {
       }
     }
     if constexpr (requires { layer_kernels<i>::large; &layer_kernels<i>::weights_use_blas; })
-      if (layer_kernels<i>::large && i > 0 && concurrent_weight_gradients_ && !layer_kernels<i>::weights_use_blas(batch)) {
+      if (layer_kernels<i>::large && i > 0 && concurrent_weight_gradients_ &&
+          (!layer_kernels<i>::weights_use_blas(batch) || layer_kernels<i>::on_tensor_cores(ctx_.math))) {
         // A large Dense (a CIFAR head: ~10 µs of weight gradient at batch 64) whose weight gradient needs
         // no cuBLAS: that beside, its data gradient on stream().
         layer_kernels<i>::backward_weights(weights_context(i), activation(i), activation_grad(i + 1),
