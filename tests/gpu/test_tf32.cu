@@ -25,19 +25,33 @@ using namespace ctnn_test;
 
 namespace {
 
+// A stream, a cuBLAS handle bound to it in TF32 tensor-op math, and a context on them with Math::tf32
+// and `workspace` floats of scratch.
+struct Tf32Setup {
+  Stream stream;
+  cublasHandle_t blas = nullptr;
+  DeviceBuffer<float> ws;
+  CudaContext ctx;
+  explicit Tf32Setup(std::size_t workspace) : ws(workspace) {
+    CTNN_CUBLAS_CHECK(cublasCreate(&blas));
+    CTNN_CUBLAS_CHECK(cublasSetStream(blas, stream.s));
+    CTNN_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    ctx = CudaContext{stream.s, blas, ws.ptr, ws.n};
+    ctx.math = Math::tf32;
+  }
+  ~Tf32Setup() { cublasDestroy(blas); }
+  Tf32Setup(const Tf32Setup&) = delete;
+  Tf32Setup& operator=(const Tf32Setup&) = delete;
+};
+
 template <int N, int K>
 void test_dense_tf32(Tally& t, int batch, std::uint64_t seed) {
   using L = Dense<N>;
   using In = Shape<K>;
   using Dev = cuda_layer<L, In>;
-  Stream stream;
-  cublasHandle_t blas = nullptr;
-  CTNN_CUBLAS_CHECK(cublasCreate(&blas));
-  CTNN_CUBLAS_CHECK(cublasSetStream(blas, stream.s));
-  CTNN_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH));
-  DeviceBuffer<float> ws(Dev::workspace_floats(batch));
-  CudaContext ctx{stream.s, blas, ws.ptr, ws.n};
-  ctx.math = Math::tf32;
+  Tf32Setup setup(Dev::workspace_floats(batch));
+  const Stream& stream = setup.stream;
+  const CudaContext& ctx = setup.ctx;
   const std::vector<float> w = random_vector(std::size_t(N) * K, seed), b = random_vector(N, seed + 1);
   const std::vector<float> x = random_vector(std::size_t(batch) * K, seed + 2);
   DeviceBuffer<float> d_w(w), d_b(b), d_x(x), d_y(std::size_t(batch) * N);
@@ -66,7 +80,6 @@ void test_dense_tf32(Tally& t, int batch, std::uint64_t seed) {
               ok ? "ok  " : "FAIL", K, N, batch, worst, worst_fp32,
               worst_fp32 > 1 ? "tensor cores engaged" : "cuBLAS chose an FP32 path");
   t(ok);
-  cublasDestroy(blas);
 }
 
 // Dense's backward with Math::tf32 on a large layer (kernels/dense_mma.cuh): the weight-gradient kernel
@@ -80,14 +93,9 @@ void test_dense_mma_tf32(Tally& t, int batch, std::uint64_t seed) {
   using Dev = cuda_layer<Dense<N>, Shape<K>>;
   using namespace kernels;
   static_assert(Dev::mma_fits, "a layer the tensor-core kernels take");
-  Stream stream;
-  cublasHandle_t blas = nullptr;
-  CTNN_CUBLAS_CHECK(cublasCreate(&blas));
-  CTNN_CUBLAS_CHECK(cublasSetStream(blas, stream.s));
-  CTNN_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH));
-  DeviceBuffer<float> ws(Dev::workspace_floats(batch));
-  CudaContext ctx{stream.s, blas, ws.ptr, ws.n};
-  ctx.math = Math::tf32;
+  Tf32Setup setup(Dev::workspace_floats(batch));
+  const Stream& stream = setup.stream;
+  const CudaContext& ctx = setup.ctx;
   CudaContext fp32 = ctx;  // the FP32 rule's way, on the same (TF32) handle
   fp32.math = Math::fp32;
   const std::vector<float> w = random_vector(std::size_t(N) * K, seed), x = random_vector(std::size_t(batch) * K, seed + 1);
@@ -151,7 +159,6 @@ void test_dense_mma_tf32(Tally& t, int batch, std::uint64_t seed) {
   t(same_bits(declined[0], rule[0], label("dW, unaligned x: the FP32 rule's way")) &&
     same_bits(declined[1], rule[1], label("db, unaligned x: the FP32 rule's way")) &&
     same_bits(declined[2], rule[2], label("dx, unaligned dx: the FP32 rule's way")));
-  cublasDestroy(blas);
 }
 
 // Digits-like synthetic data a small network learns: class c lights up band c of the image.

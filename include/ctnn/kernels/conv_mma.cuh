@@ -84,6 +84,13 @@ struct MmaLane {
   __device__ int b_at() const { return BKMajor ? 2 * t * T::KM + nw + g : (nw + g) * T::KC + 2 * t; }
 };
 
+// The sum of v over the four lanes of this lane's mma group (lanes 4g .. 4g + 3: the k slots of rows g,
+// g + 8); every lane of the warp must call it.
+__device__ __forceinline__ float mma_group_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 // One k-step of a warp's tile: acc[i][j] += a[i] · b[j] for its MI m tiles and NJ n tiles.
 template <int MI, int NJ>
 __device__ __forceinline__ void mma_tile_tf32(float (&acc)[MI][NJ][4], const unsigned (&a)[MI][4],
@@ -498,9 +505,7 @@ kernel_conv_wgrad_mma(const float* __restrict__ x,   // [batch][C][H][W]
     for (int h = 0; h < 2; ++h) {
       const int o = m0 + lane.mw + 16 * i + 8 * h + lane.g;
       if (sums_bias) {  // warp-uniform: every lane takes part in the shuffles
-        float v = bsum[i][h];
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        const float v = mma_group_sum(bsum[i][h]);
         if (lane.t == 0 && o < G::Out) part[G::Out * G::CKK + o] = v;
       }
       if (o >= G::Out) continue;

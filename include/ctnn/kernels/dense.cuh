@@ -10,8 +10,9 @@
 // 64, 256 and 1024 as fast as cuBLAS's GEMM + column sums or faster, except fc1 at 1024 (11.2 vs
 // 10.7 µs); cuBLAS picked a 30 µs kernel for fc3's 84 × 10 × 256 dW (6.5 µs here). Layers of 2^18
 // weights or more take cuBLAS's GEMM at batches of several reduction chunks (backward below).
-// DenseGrad::cublas selects the cuBLAS path. The handle must already be bound to ctx.stream (the
-// network driver calls cublasSetStream).
+// DenseGrad::cublas selects the cuBLAS path. With Math::tf32 a large layer's weight gradient (and at
+// large batches its input gradient) runs on dense_mma.cuh's tensor-core kernels instead (on_tensor_cores
+// below). The handle must already be bound to ctx.stream (the network driver calls cublasSetStream).
 //
 // Row-major arrays seen by column-major cuBLAS: a row-major r × c matrix is a column-major c × r
 // matrix with leading dimension c, i.e. its transpose. With W [N][I], x [B][I], y [B][N]:

@@ -56,6 +56,8 @@ kernel_dense_wgrad_mma(const float* __restrict__ x,   // [batch][I]
   float* As = conv_mma_smem();                    // (stages, BK, KMA): dy, k-major
   float* Bs = As + T::stages * Tiles::a_floats;   // (stages, BK, KM): x, k-major
   const int i0 = int(blockIdx.x) * BN, n0 = int(blockIdx.y) * BM;
+  // (The four copy loops below differ in their operands' layout; a shared helper taking the source as a
+  // lambda made this kernel 16% slower at batch 256 on an H200: 10.5 against 9.0 µs.)
   auto load = [&](int stage, int step) {
     const int b0 = step * BK;
     float* A = As + stage * Tiles::a_floats;
@@ -96,9 +98,7 @@ kernel_dense_wgrad_mma(const float* __restrict__ x,   // [batch][I]
     for (int h = 0; h < 2; ++h) {
       const int n = n0 + lane.mw + 16 * i + 8 * h + lane.g;
       if (sums_bias) {  // warp-uniform: every lane takes part in the shuffles
-        float v = bsum[i][h];
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        const float v = mma_group_sum(bsum[i][h]);
         if (lane.t == 0 && n < N) db[n] = v;
       }
       if (n >= N) continue;
@@ -182,7 +182,7 @@ kernel_dense_dgrad_mma(const float* __restrict__ w,   // [N][I]
 // block per SM (120 of an H100's or H200's 132), else 64 × 64; the data gradient's 64 × 64 tile where
 // the batch gives that many blocks, else cuBLAS (dgrad_wins). Measured on an H200 (dense_bench, one CUDA
 // graph a sample, µs): a 4096 -> 256 head's weight gradient 4.6 (64 × 128) against 4.7 (64 × 64) and 8.6
-// for the FP32 reduction at batch 64, 8.8 against 10.4 and cuBLAS's 8.7 (+ sum) at 256; 1024 -> 512's
+// for the FP32 reduction at batch 64, 9.0 against 10.0 and cuBLAS's 8.5 (+ sum) at 256; 1024 -> 512's
 // 3.4 (64 × 64) against 3.8 at batch 64. The head's data gradient at batch 256 7.8-8.0 against
 // cuBLAS's 7.3 alone, but the epochs 1% shorter with it (vgg, cifar_bench); at batch 64 the narrower
 // tiles matched cuBLAS alone (4.9 µs) and made the epochs 0.7% longer, so cuBLAS stays there.
