@@ -7,6 +7,9 @@
 //     (wgmma_reference.hpp: the TF32 bound, and the sum of the operands the wgmma kernel sees: weights
 //     rounded, the source truncated), and bit for bit against the wgmma kernel launched directly; so is
 //     the weight gradient where it runs on wgmma (conv_wgmma_wgrad.cuh: the 32→64 layer);
+//   - the same for a network of stride-2 layers (32→64 at 32×32, 64→128 at 16×16: the strided CIFAR
+//     network's), whose forward alone runs on wgmma (ConvWgmmaFwdS2; a forward copy only), at batches that
+//     take both of its tiles (all 128 channels a block, and 64);
 //   - training: the network learns synthetic patterns with TF32 on wgmma to within a point of FP32.
 // Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
 #include <cmath>
@@ -36,6 +39,14 @@ constexpr int max_batch = 32;
 using Dev = CudaNetwork<Net, max_batch>;
 static_assert(!Dev::wgmma_layer<0>() && Dev::wgmma_layer<2>() && Dev::wgmma_layer<5>() && Dev::wgmma_layers == 2);
 
+// Two stride-2 layers after an RGB stem (the strided CIFAR network's first three convolutions).
+using NetS2 = Network<Seq<Conv<32, 3, Pad<1>>, ReLU, Conv<64, 3, Stride<2>, Pad<1>>, ReLU,
+                          Conv<128, 3, Stride<2>, Pad<1>>, ReLU, Dense<10>, Softmax>,
+                      Input<3, 32, 32>>;
+using DevS2 = CudaNetwork<NetS2, 128>;
+static_assert(!DevS2::wgmma_layer<0>() && DevS2::wgmma_layer<2>() && DevS2::wgmma_layer<4>() &&
+              DevS2::wgmma_layers == 2);
+
 std::vector<float> download(const float* p, std::size_t n) {
   std::vector<float> h(n);
   CTNN_CUDA_CHECK(cudaDeviceSynchronize());
@@ -48,21 +59,25 @@ void upload(float* p, const std::vector<float>& h) {
 }
 float tf32_rna(float x) { return float(tf32_rounded(x)); }
 
-// Layer I's copies in the network's wgmma region against its weights, laid out on the host.
-template <std::size_t I>
-void check_copies(Tally& t, Dev& net, const char* when) {
-  using K = Dev::layer_kernels<I>;
+// Layer I's copies in the network's wgmma region against its weights, laid out on the host (a stride-2
+// layer has the forward's only).
+template <class D, std::size_t I>
+void check_copies(Tally& t, D& net, const char* when) {
+  using K = typename D::template layer_kernels<I>;
   using G = typename K::dims;
   constexpr int C = G::C, Out = G::Out, KK = 9;
   const CudaContext& ctx = net.context();
-  const std::size_t at = Dev::plan::weight_offset[I] - Dev::wgmma_first, n = std::size_t(Out) * C * KK;
-  const std::vector<float> w = download(net.params() + Dev::plan::weight_offset[I], n);
+  const std::size_t at = D::plan::weight_offset[I] - D::wgmma_first, n = std::size_t(Out) * C * KK;
+  const std::vector<float> w = download(net.params() + D::plan::weight_offset[I], n);
   const std::vector<float> copies = download(ctx.wgmma_weights, 2 * ctx.wgmma_floats);
-  for (int dir = 0; dir < 2; ++dir) {
+  for (int dir = 0; dir < (G::S == 1 ? 2 : 1); ++dir) {
     const int M = dir == 0 ? Out : C, SC = dir == 0 ? C : Out;
     constexpr int CK = 8;  // the rule's tile: one k8 slice a step
-    static_assert(kernels::ConvWgmmaRule<kernels::ConvPatchFwd<G>>::CK == CK &&
-                  kernels::ConvWgmmaRule<kernels::ConvPatchDgrad<G>>::CK == CK);
+    if constexpr (G::S == 1)
+      static_assert(kernels::ConvWgmmaRule<kernels::ConvPatchFwd<G>>::CK == CK &&
+                    kernels::ConvWgmmaRule<kernels::ConvPatchDgrad<G>>::CK == CK);
+    else
+      static_assert(kernels::ConvWgmmaS2Rule<G>::CK == CK && kernels::ConvWgmmaS2Split<G>::CK == CK);
     std::vector<float> want(n), got(copies.begin() + std::ptrdiff_t(dir * ctx.wgmma_floats + at),
                                     copies.begin() + std::ptrdiff_t(dir * ctx.wgmma_floats + at + n));
     for (int s = 0; s < SC / CK; ++s)
@@ -80,35 +95,29 @@ void check_copies(Tally& t, Dev& net, const char* when) {
   }
 }
 
-int wgrad_checked = 0;  // weight gradients on the wgmma kernel checked
+int wgrad_checked = 0;   // weight gradients on the wgmma kernel checked
+int s2_checked[2] = {};  // stride-2 forwards checked: all channels a block, 64 a block
 
-// Layer I (a wgmma Conv) in the network after a layer-by-layer training forward and backward of `batch`.
-template <std::size_t I>
-void check_layer(Tally& t, Dev& net, int batch) {
-  using K = Dev::layer_kernels<I>;
-  using G = typename K::dims;
+// Layer I's (stride 1) backward data against the reference; its y and dx (and its weight gradient where that
+// runs on wgmma) bit for bit against the wgmma kernels launched directly.
+template <class D, std::size_t I>
+void check_backward(Tally& t, D& net, int batch, const std::vector<float>& x, const std::vector<float>& y,
+                    const std::vector<float>& dy, const std::vector<float>& dx, const Reference& dx_ref) {
+  using G = typename D::template layer_kernels<I>::dims;
   constexpr int C = G::C, Out = G::Out, H = G::H, W = G::W, plane = H * W;
-  const std::size_t nw = std::size_t(Out) * C * 9;
-  const std::vector<float> w = download(net.params() + Dev::plan::weight_offset[I], nw);
-  const std::vector<float> b = download(net.params() + Dev::plan::bias_offset[I], Out);
-  const std::size_t nx = std::size_t(batch) * C * plane, ny = std::size_t(batch) * Out * plane;
-  const std::vector<float> x = download(net.activation(I), nx), y = download(net.activation(I + 1), ny);
-  const std::vector<float> dy = download(net.activation_grad(I + 1), ny), dx = download(net.activation_grad(I), nx);
-  const auto [y_ref, dx_ref] = conv3x3_reference(w, b, x, dy, batch, C, Out, H, W);
+  const std::size_t nw = std::size_t(Out) * C * 9, nx = std::size_t(batch) * C * plane, ny = std::size_t(batch) * Out * plane;
+  const CudaContext& ctx = net.context();
+  const float* wt = ctx.wgmma_weights + (D::plan::weight_offset[I] - D::wgmma_first);
   char what[120];
-  std::snprintf(what, sizeof what, "network layer %zu (%d->%d at %dx%d) batch %d forward", I, C, Out, H, W, batch);
-  check(t, y, y_ref, C * 9, what);
   std::snprintf(what, sizeof what, "network layer %zu (%d->%d at %dx%d) batch %d backward data", I, C, Out, H, W, batch);
   check(t, dx, dx_ref, Out * 9, what);
 
   // The same bits as the wgmma kernels launched directly on the network's copies and slots.
   using PF = kernels::ConvPatchFwd<G>;
   using PD = kernels::ConvPatchDgrad<G>;
-  const CudaContext& ctx = net.context();
-  const float* wt = ctx.wgmma_weights + (Dev::plan::weight_offset[I] - Dev::wgmma_first);
   DeviceBuffer<float> d_y(ny), d_dx(nx);
   d_y.poison(), d_dx.poison();
-  kernels::launch_conv_wgmma<PF, kernels::ConvWgmmaRule<PF>>(ctx.stream, wt, net.params() + Dev::plan::bias_offset[I],
+  kernels::launch_conv_wgmma<PF, kernels::ConvWgmmaRule<PF>>(ctx.stream, wt, net.params() + D::plan::bias_offset[I],
                                                             net.activation(I), d_y.ptr, batch);
   kernels::launch_conv_wgmma<PD, kernels::ConvWgmmaRule<PD>>(ctx.stream, wt + ctx.wgmma_floats, nullptr,
                                                             net.activation_grad(I + 1), d_dx.ptr, batch);
@@ -121,7 +130,7 @@ void check_layer(Tally& t, Dev& net, int batch) {
   // The weight gradient, where the rule runs it on wgmma: against the reference (both operands truncated)
   // and bit for bit against the kernel launched directly on the network's slots.
   if (!kernels::conv_wgmma_wgrad_chosen<G>(batch)) return;
-  const std::vector<float> dw = download(net.grads() + Dev::plan::weight_offset[I], nw);
+  const std::vector<float> dw = download(net.grads() + D::plan::weight_offset[I], nw);
   std::snprintf(what, sizeof what, "network layer %zu batch %d weight gradient", I, batch);
   check(t, dw, conv3x3_wgrad_reference(x, dy, batch, C, Out, H, W), batch * plane, what, truncated_by_truncated);
   DeviceBuffer<float> d_part(kernels::conv_wgmma_wgrad_workspace_floats<G>(batch)), d_dw(nw), d_db(Out);
@@ -134,42 +143,95 @@ void check_layer(Tally& t, Dev& net, int batch) {
   ++wgrad_checked;
 }
 
-void test_passes(Tally& t) {
-  Dev net(7);
+// Layer I (a wgmma Conv) in the network after a layer-by-layer training forward and backward of `batch`.
+template <class D, std::size_t I>
+void check_layer(Tally& t, D& net, int batch) {
+  using K = typename D::template layer_kernels<I>;
+  using G = typename K::dims;
+  constexpr int C = G::C, Out = G::Out, H = G::H, W = G::W, plane = H * W, out_plane = G::OH * G::OW;
+  const std::size_t nw = std::size_t(Out) * C * 9;
+  const std::vector<float> w = download(net.params() + D::plan::weight_offset[I], nw);
+  const std::vector<float> b = download(net.params() + D::plan::bias_offset[I], Out);
+  const std::size_t nx = std::size_t(batch) * C * plane, ny = std::size_t(batch) * Out * out_plane;
+  const std::vector<float> x = download(net.activation(I), nx), y = download(net.activation(I + 1), ny);
+  const std::vector<float> dy = download(net.activation_grad(I + 1), ny), dx = download(net.activation_grad(I), nx);
+  const auto [y_ref, dx_ref] = conv3x3_reference(w, b, x, dy, batch, C, Out, H, W, G::S);
+  char what[120];
+  std::snprintf(what, sizeof what, "network layer %zu (%d->%d at %dx%d) batch %d forward", I, C, Out, H, W, batch);
+  check(t, y, y_ref, C * 9, what);
+  if constexpr (G::S == 2) {  // the forward alone; the same bits as the rule's tile launched directly
+    const CudaContext& ctx = net.context();
+    const float* wt = ctx.wgmma_weights + (D::plan::weight_offset[I] - D::wgmma_first);
+    using Pb = kernels::ConvWgmmaFwdS2<G>;
+    DeviceBuffer<float> d_y(ny);
+    d_y.poison();
+    kernels::launch_conv_wgmma<Pb, kernels::ConvWgmmaS2Rule<G>>(ctx.stream, wt, net.params() + D::plan::bias_offset[I],
+                                                               net.activation(I), d_y.ptr, batch);
+    CTNN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    std::snprintf(what, sizeof what, "network layer %zu batch %d stride-2 forward = the wgmma kernel's (%s)", I,
+                  batch, kernels::conv_wgmma_s2_split<G>(batch) ? "64 channels a block" : "all channels a block");
+    t(same_bits(y, d_y.download(), what));
+    ++s2_checked[kernels::conv_wgmma_s2_split<G>(batch)];
+  } else {
+    check_backward<D, I>(t, net, batch, x, y, dy, dx, dx_ref);
+  }
+}
+
+// Passes of D at the given batches, parameters new each time; then check(net, batch, when).
+template <class D, class Check>
+void passes(Tally& t, const std::vector<int>& batches, Check&& check) {
+  D net(7);
   net.set_math(Math::tf32);
   const bool on = net.wgmma();
   std::printf("%s the network runs its wgmma layers on wgmma with TF32 math\n", on ? "ok  " : "FAIL");
   t(on);
   if (!on) return;
   std::uint64_t seed = 100;
-  for (const int batch : std::getenv("CTNN_QUICK") ? std::vector<int>{3} : std::vector<int>{1, 13, max_batch}) {
+  for (const int batch : batches) {
     // Fresh parameters each round: the copies must follow them.
     std::vector<float> p = net.parameters();
     for (float& v : p) v = v == 0.f ? 0.f : v * (0.5f + float(std::fmod(double(seed++) * 0.618, 1.0)));
     net.set_parameters(p);
     CTNN_CUDA_CHECK(cudaMemset(const_cast<float*>(net.context().wgmma_weights), 0xFF,
                                2 * net.context().wgmma_floats * sizeof(float)));  // poison the copies
-    for (std::size_t i = 0; i <= Dev::L; ++i) {
-      CTNN_CUDA_CHECK(cudaMemset(net.activation(i), 0xFF, Dev::plan::act_size[i] * batch * sizeof(float)));
-      CTNN_CUDA_CHECK(cudaMemset(net.activation_grad(i), 0xFF, Dev::plan::act_size[i] * batch * sizeof(float)));
+    for (std::size_t i = 0; i <= D::L; ++i) {
+      CTNN_CUDA_CHECK(cudaMemset(net.activation(i), 0xFF, D::plan::act_size[i] * batch * sizeof(float)));
+      CTNN_CUDA_CHECK(cudaMemset(net.activation_grad(i), 0xFF, D::plan::act_size[i] * batch * sizeof(float)));
     }
-    upload(net.input(), random_vector(Dev::plan::act_size[0] * batch, seed++));
-    net.forward(batch, Dev::L - 1, Mode::train);
-    upload(net.activation_grad(Dev::L), random_vector(Dev::plan::act_size[Dev::L] * batch, seed++));
+    upload(net.input(), random_vector(D::plan::act_size[0] * batch, seed++));
+    net.forward(batch, D::L - 1, Mode::train);
+    upload(net.activation_grad(D::L), random_vector(D::plan::act_size[D::L] * batch, seed++));
     net.backward(batch);
     char when[64];
     std::snprintf(when, sizeof when, "batch %d", batch);
-    check_copies<2>(t, net, when);
-    check_copies<5>(t, net, when);
-    check_layer<2>(t, net, batch);
-    check_layer<5>(t, net, batch);
+    check(net, batch, when);
   }
-  std::printf("%s %d weight gradients on the wgmma kernel checked\n", wgrad_checked > 0 ? "ok  " : "FAIL",
-              wgrad_checked);
-  t(wgrad_checked > 0);
   net.set_math(Math::fp32);
   std::printf("%s no wgmma with FP32 math\n", !net.wgmma() ? "ok  " : "FAIL");
   t(!net.wgmma());
+}
+
+void test_passes(Tally& t) {
+  const bool quick = std::getenv("CTNN_QUICK");
+  passes<Dev>(t, quick ? std::vector<int>{3} : std::vector<int>{1, 13, max_batch}, [&](Dev& net, int batch, const char* when) {
+    check_copies<Dev, 2>(t, net, when);
+    check_copies<Dev, 5>(t, net, when);
+    check_layer<Dev, 2>(t, net, batch);
+    check_layer<Dev, 5>(t, net, batch);
+  });
+  std::printf("%s %d weight gradients on the wgmma kernel checked\n", wgrad_checked > 0 ? "ok  " : "FAIL",
+              wgrad_checked);
+  t(wgrad_checked > 0);
+  passes<DevS2>(t, quick ? std::vector<int>{3, 120} : std::vector<int>{1, 13, 120, 128}, [&](DevS2& net, int batch, const char* when) {
+    check_copies<DevS2, 2>(t, net, when);
+    check_copies<DevS2, 4>(t, net, when);
+    check_layer<DevS2, 2>(t, net, batch);
+    check_layer<DevS2, 4>(t, net, batch);
+  });
+  const bool both = s2_checked[0] > 0 && s2_checked[1] > 0;
+  std::printf("%s stride-2 forwards checked: %d with all channels a block, %d with 64\n", both ? "ok  " : "FAIL",
+              s2_checked[0], s2_checked[1]);
+  t(both);
 }
 
 void test_training(Tally& t) {

@@ -1,8 +1,9 @@
 // The wgmma TF32 convolution kernels (kernels/conv_wgmma.cuh: stride-1 "same" 3×3, forward and backward
-// data; kernels/conv_wgmma_wgrad.cuh: the weight gradient of those with 64 output channels) against a
-// host reference in double on fresh random inputs, outputs poisoned first, on the CIFAR networks'
-// stride-1 layers, each tile shape, batches 1, 3 and 13; the activations folded into the stores against
-// the plain kernel's output; the weight gradient bit for bit the same when run twice.
+// data, and the forward of stride-2 3×3 layers; kernels/conv_wgmma_wgrad.cuh: the weight gradient of the
+// stride-1 ones with 64 output channels) against a host reference in double on fresh random inputs,
+// outputs poisoned first, on the CIFAR networks' stride-1 and stride-2 layers, each tile shape, batches 1,
+// 3 and 13; the activations folded into the stores against the plain kernel's output; the weight gradient
+// bit for bit the same when run twice.
 //
 // Each output is checked twice (wgmma_reference.hpp): against the exact sum within the TF32 bound, and
 // against the sum of the operands as the kernel sees them within FP32's. The bias gradient (an FP32 sum)
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <ctnn/kernels/conv_direct.cuh>
@@ -124,6 +126,53 @@ void test_layer(Tally& t, const char* name, std::uint64_t seed) {
   }
 }
 
+// The stride-2 forward (ConvWgmmaFwdS2): every tile shape against the reference, ReLU in the store, and
+// the tiles with the rule's channels a step the same bits as the rule's (the same products in the same
+// order: each output one warpgroup's accumulator, summed over steps, taps and k8 slices in one order).
+template <int C, int H, int W, int Out>
+void test_layer_s2(Tally& t, const char* name, std::uint64_t seed) {
+  using G = kernels::ConvDims<C, H, W, Out, 3, 2, 1, 1>;
+  using Pb = kernels::ConvWgmmaFwdS2<G>;
+  static_assert(kernels::conv_wgmma_s2_fits<G>() && !kernels::conv_wgmma_fits<G>());
+  if (!case_selected(name)) return;
+  Stream stream;
+  const std::vector<float> w = random_vector(std::size_t(Out) * C * 9, seed), b = random_vector(Out, seed + 1);
+  DeviceBuffer<float> d_w(w), d_b(b), d_wt(w.size());
+  constexpr int OH = H / 2, OW = W / 2;
+  for (const int batch : std::getenv("CTNN_QUICK") ? std::vector<int>{1, 3} : std::vector<int>{1, 3, 13}) {
+    const std::size_t nx = std::size_t(batch) * C * H * W, ny = std::size_t(batch) * Out * OH * OW;
+    const std::vector<float> x = random_vector(nx, seed + 2 + batch), dy = random_vector(ny, seed + 3 + batch);
+    const Reference y_ref = conv3x3_reference(w, b, x, dy, batch, C, Out, H, W, 2).y;
+    DeviceBuffer<float> d_x(x), d_y(ny);
+    Labeler label(name);
+    std::vector<float> rule_y;
+    auto forward = [&]<class T>(const char* tile) {
+      auto run = [&]<class Fn>(Fn) {
+        d_y.poison();
+        d_wt.poison();
+        kernels::launch_wgmma_weights<Pb, T>(stream.s, d_w.ptr, d_wt.ptr);
+        kernels::launch_conv_wgmma<Pb, T, Fn>(stream.s, d_wt.ptr, d_b.ptr, d_x.ptr, d_y.ptr, batch);
+        stream.sync();
+        return d_y.download();
+      };
+      const auto y = run(identity_fn{});
+      const std::string tile_is = std::string(", tile ") + tile;
+      check(t, y, y_ref, C * 9, label(batch, ("stride-2 forward" + tile_is).c_str()));
+      if (rule_y.empty()) rule_y = y;
+      else if (T::CK == kernels::ConvWgmmaS2Rule<G>::CK) t(same_bits(y, rule_y, label(batch, ("stride-2 forward = the rule's tile's" + tile_is).c_str())));
+      std::vector<float> want(y);
+      for (float& v : want) v = relu_fn::apply(v);
+      t(same_bits(run(relu_fn{}), want, label(batch, ("stride-2 forward with ReLU in the store" + tile_is).c_str())));
+    };
+    forward.template operator()<kernels::ConvWgmmaS2Rule<G>>("the rule's");
+    forward.template operator()<kernels::ConvWgmmaTile<Pb, 8, 1, 16>>("8 rows, 1 warpgroup, 16 channels a step");
+    if constexpr (OW == 16) forward.template operator()<kernels::ConvWgmmaTile<Pb, 8, 2, 8>>("8 rows, 2 warpgroups");
+    if constexpr (OH % 16 == 0) forward.template operator()<kernels::ConvWgmmaTile<Pb, 16, 2, 8>>("16 rows, 2 warpgroups");
+    if constexpr (Out == 128) forward.template operator()<kernels::ConvWgmmaTile<Pb, 8, 1, 8, 64>>("64 of 128 channels a block");
+    if constexpr (OH % 16 == 0 && OW == 16) forward.template operator()<kernels::ConvWgmmaTile<Pb, 16, 4, 8>>("16 rows, 4 warpgroups");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -138,6 +187,9 @@ int main() {
     test_layer<32, 16, 16, 64>(t, "CIFAR 32->64 at 16x16", 52);
     test_layer<64, 16, 16, 64>(t, "CIFAR 64->64 at 16x16", 53);
     test_layer<64, 8, 8, 64>(t, "CIFAR 64->64 at 8x8", 54);
+    test_layer_s2<32, 32, 32, 64>(t, "CIFAR 32->64 stride 2 at 32x32", 55);
+    test_layer_s2<64, 16, 16, 128>(t, "CIFAR 64->128 stride 2 at 16x16", 56);
+    test_layer_s2<16, 64, 64, 32>(t, "16->32 stride 2 at 64x64", 57);
   } catch (const std::exception& e) {
     std::printf("FAIL exception: %s\n", e.what());
     t(false);

@@ -68,26 +68,27 @@ inline void check(Tally& t, const std::vector<float>& got, const Reference& ref,
   t(close_sum(got, std::vector<float>(ref.seen.begin(), ref.seen.end()), q));
 }
 
-// Forward (y = w ∗ x + b) and backward data (dx from dy) of a stride-1 "same" 3×3 convolution: x
-// [batch][C][H][W], w [Out][C][3][3], b [Out], dy [batch][Out][H][W].
+// Forward (y = w ∗ x + b) and backward data (dx from dy) of a 3×3 convolution with padding 1 and stride
+// S (1: "same"; 2: H and W even): x [batch][C][H][W], w [Out][C][3][3], b [Out], dy [batch][Out][H/S][W/S].
 struct Conv3x3Reference {
   Reference y, dx;
 };
 inline Conv3x3Reference conv3x3_reference(const std::vector<float>& w, const std::vector<float>& b,
                                           const std::vector<float>& x, const std::vector<float>& dy, int batch,
-                                          int C, int Out, int H, int W) {
-  Conv3x3Reference r{Reference(std::size_t(batch) * Out * H * W), Reference(std::size_t(batch) * C * H * W)};
+                                          int C, int Out, int H, int W, int S = 1) {
+  const int OH = H / S, OW = W / S;
+  Conv3x3Reference r{Reference(std::size_t(batch) * Out * OH * OW), Reference(std::size_t(batch) * C * H * W)};
   for (int n = 0; n < batch; ++n)
     for (int o = 0; o < Out; ++o)
-      for (int oy = 0; oy < H; ++oy)
-        for (int ox = 0; ox < W; ++ox) {
-          const std::size_t yi = ((std::size_t(n) * Out + o) * H + oy) * W + ox;
+      for (int oy = 0; oy < OH; ++oy)
+        for (int ox = 0; ox < OW; ++ox) {
+          const std::size_t yi = ((std::size_t(n) * Out + o) * OH + oy) * OW + ox;
           r.y.exact[yi] = r.y.seen[yi] = b[o];
           r.y.mag[yi] = std::fabs(double(b[o]));
           for (int c = 0; c < C; ++c)
             for (int ky = 0; ky < 3; ++ky)
               for (int kx = 0; kx < 3; ++kx) {
-                const int iy = oy - 1 + ky, ix = ox - 1 + kx;
+                const int iy = S * oy - 1 + ky, ix = S * ox - 1 + kx;
                 if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
                 const std::size_t wi = ((std::size_t(o) * C + c) * 3 + ky) * 3 + kx;
                 const std::size_t xi = ((std::size_t(n) * C + c) * H + iy) * W + ix;

@@ -90,15 +90,23 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   // Whether the TF32 forward runs the RGB stem kernel (conv_stem_mma.cuh) where the rule is direct.
   static constexpr bool has_stem_mma = forward_algo == ConvAlgo::direct && kernels::ConvStemMma<dims>::fits;
 
-  // Whether TF32 forward and backward data can run on the wgmma kernels (conv_wgmma.cuh), reading the
-  // TF32 copies of the weights that a network keeps in ctx (CudaNetwork makes them: wgmma_jobs).
-  static constexpr bool has_wgmma = kernels::conv_wgmma_fits<dims>();
-  // The two copies of w: forward layout into fwd, backward-data layout into dgrad (M·C·K·K floats each).
+  // Whether TF32 forward and backward data (stride 1), or the forward alone (stride 2), can run on the
+  // wgmma kernels (conv_wgmma.cuh), reading the TF32 copies of the weights that a network keeps in ctx
+  // (CudaNetwork makes them: wgmma_jobs).
+  static constexpr bool has_wgmma = kernels::conv_wgmma_fits<dims>() || kernels::conv_wgmma_s2_fits<dims>();
+  // The two copies of w: forward layout into fwd, backward-data layout into dgrad (M·C·K·K floats each;
+  // a stride-2 layer has no backward-data copy: an empty job).
   static void wgmma_jobs(const float* w, float* fwd, float* dgrad, kernels::WgmmaWeightsJob (&jobs)[2]) {
-    using F = kernels::ConvPatchFwd<dims>;
-    using D = kernels::ConvPatchDgrad<dims>;
-    jobs[0] = kernels::wgmma_weights_job<F, kernels::ConvWgmmaRule<F>>(w, fwd);
-    jobs[1] = kernels::wgmma_weights_job<D, kernels::ConvWgmmaRule<D>>(w, dgrad);
+    if constexpr (kernels::conv_wgmma_s2_fits<dims>()) {
+      using F = kernels::ConvWgmmaFwdS2<dims>;
+      jobs[0] = kernels::wgmma_weights_job<F, kernels::ConvWgmmaS2Rule<dims>>(w, fwd);
+      jobs[1] = {w, dgrad, 0, 0, 8, true};
+    } else {
+      using F = kernels::ConvPatchFwd<dims>;
+      using D = kernels::ConvPatchDgrad<dims>;
+      jobs[0] = kernels::wgmma_weights_job<F, kernels::ConvWgmmaRule<F>>(w, fwd);
+      jobs[1] = kernels::wgmma_weights_job<D, kernels::ConvWgmmaRule<D>>(w, dgrad);
+    }
   }
 
   // Stage-1 partials of the weight-gradient reduction of the given family (for the implicit GEMM:

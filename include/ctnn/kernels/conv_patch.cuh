@@ -52,14 +52,14 @@ constexpr bool conv_patch_fits() {
 // Forward: out = y [batch][Out][H][W] from src = x [batch][C][H][W] and w [Out][C][K][K].
 template <class G>
 struct ConvPatchFwd {
-  static constexpr int M = G::Out, SC = G::C, H = G::H, W = G::W, K = G::K, P = G::P, WK = G::K;
+  static constexpr int M = G::Out, SC = G::C, H = G::H, W = G::W, K = G::K, P = G::P, WK = G::K, S = 1;
   static constexpr bool has_bias = true, dgrad = false;
 };
 // Backward data: out = dx [batch][C][H][W] from src = dy [batch][Out][H][W]: the forward with the
 // window flipped (P' = K − 1 − P = P) and w read as [o][c].
 template <class G>
 struct ConvPatchDgrad {
-  static constexpr int M = G::C, SC = G::Out, H = G::H, W = G::W, K = G::K, P = G::K - 1 - G::P, WK = G::K;
+  static constexpr int M = G::C, SC = G::Out, H = G::H, W = G::W, K = G::K, P = G::K - 1 - G::P, WK = G::K, S = 1;
   static constexpr bool has_bias = false, dgrad = true;
 };
 

@@ -102,7 +102,7 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[R]) {
 // d (64 × N, FP32, the wgmma accumulator layout) += A (64 × 8) · B (8 × N), both TF32 from shared memory.
 template <int N>
 __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
-  static_assert(N == 32 || N == 64 || N == 96 || N == 192, "the widths the kernels use");
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 192, "the widths the kernels use");
 #if CTNN_DEVICE_WGMMA
   if constexpr (N == 32)
     asm volatile(
@@ -125,6 +125,16 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], unsigned long long
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, 1, 1, 1;\n"
         : CTNN_WGMMA_D8(0), CTNN_WGMMA_D8(8), CTNN_WGMMA_D8(16), CTNN_WGMMA_D8(24), CTNN_WGMMA_D8(32),
           CTNN_WGMMA_D8(40)
+        : "l"(a), "l"(b));
+  else if constexpr (N == 128)
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1;\n"
+        : CTNN_WGMMA_D8(0), CTNN_WGMMA_D8(8), CTNN_WGMMA_D8(16), CTNN_WGMMA_D8(24), CTNN_WGMMA_D8(32),
+          CTNN_WGMMA_D8(40), CTNN_WGMMA_D8(48), CTNN_WGMMA_D8(56)
         : "l"(a), "l"(b));
   else if constexpr (N == 192)
     asm volatile(
@@ -167,7 +177,8 @@ __device__ __forceinline__ void cp_async_f32(float* dst_smem, const float* src) 
 // wt [SC / CK][KK][CK / 4][M][4] from w, channel c = CK·step + 4·chunk + c4: forward (dgrad false)
 // w [M][SC][KK], element (m, c, tap) = w[m][c][tap]; backward data w [SC][M][KK] read flipped,
 // (m, c, tap) = w[c][m][KK − 1 − tap]. Rounded to TF32 (to nearest, ties away) so that the tensor cores'
-// truncation keeps them. A network makes all its layers' copies in one launch: one job a copy.
+// truncation keeps them. A network makes all its layers' copies in one launch: one job a copy (M = 0:
+// none, a stride-2 layer's backward-data copy).
 struct WgmmaWeightsJob {
   const float* w;
   float* wt;
@@ -223,56 +234,85 @@ constexpr bool conv_wgmma_fits() {
          (G::C == 32 || G::C == 64);
 }
 
-// TH output rows (a multiple of 8) of one sample, all M channels; WGS warpgroups, each MT 8×8-pixel
-// tiles; CK source channels a step. Two stages: the patch of the next step waits in registers (it is
-// transposed on its way to shared memory), the weights' copies fly during the current step's wgmmas.
-template <class Pb, int TH_ = 8, int WGS_ = 2, int CK_ = 8>
+// The forward of a stride-2 3×3 layer with P = 1 (H, W even; out = y [batch][M][H/2][W/2] from x): output
+// row a reads input rows 2a − 1 .. 2a + 1, output column b input columns 2b − 1 .. 2b + 1. The patch is
+// staged by column parity: slots 0 .. W/2 of a patch row hold the odd columns −1, 1, .., W − 1 (column −1
+// zero), slots W/2 + 1 .. W the even ones 0, 2, .., W − 2. Tap (ky, kx) of 8 neighbouring output pixels
+// is then 8 consecutive slots of patch row 2a + ky (kx = 0: from slot b, kx = 1: W/2 + 1 + b, kx = 2:
+// b + 1), as a core matrix wants; the next output row is two patch rows on (the descriptor's SBO).
+template <class G>
+struct ConvWgmmaFwdS2 {
+  static constexpr int M = G::Out, SC = G::C, H = G::H, W = G::W, S = 2;
+  static constexpr bool has_bias = true, dgrad = false;
+};
+// Which layers: whole 8 × 8 output tiles, 16-byte input rows of at most 64 columns, steps of 8 channels,
+// M one or more 64-column tiles (or 32).
+template <class G>
+constexpr bool conv_wgmma_s2_fits() {
+  return G::S == 2 && G::D == 1 && G::K == 3 && G::P == 1 && G::H % 16 == 0 && G::W % 16 == 0 && G::W <= 64 &&
+         G::C % 8 == 0 && (G::Out == 32 || G::Out % 64 == 0) && G::Out <= 128;
+}
+
+// TH output rows (a multiple of 8) of one sample, BN of the M channels (M / BN blocks a row tile: grid.y);
+// WGS warpgroups, each MT 8×8-pixel tiles; CK source channels a step. Two stages: the patch of the next
+// step waits in registers (it is transposed on its way to shared memory), the weights' copies fly during
+// the current step's wgmmas. Stride S = Pb::S (1, or 2: ConvWgmmaFwdS2's staging by column parity).
+template <class Pb, int TH_ = 8, int WGS_ = 2, int CK_ = 8, int BN_ = Pb::M>
 struct ConvWgmmaTile {
-  static constexpr int TH = TH_, WGS = WGS_, CK = CK_, threads = 128 * WGS, BN = Pb::M;
-  static constexpr int BM = BN;  // all M channels in one block (launch_conv_patch_kernel's grid.y = 1)
-  static constexpr int L = Pb::W + 2, PR = TH + 2, KK = 9, chunks = CK / 4;
-  static constexpr int tiles = TH / 8 * (Pb::W / 8), MT = tiles / WGS;
+  static constexpr int S = Pb::S, OH = Pb::H / S, OW = Pb::W / S;  // the output's rows and columns
+  static constexpr int TH = TH_, WGS = WGS_, CK = CK_, threads = 128 * WGS, BN = BN_;
+  static constexpr int BM = BN;  // launch_conv_patch_kernel's grid.y: M / BN channel tiles
+  // Pixel slots of a patch row: stride 1 the columns with a zero column either side, stride 2 the odd
+  // then the even columns (ConvWgmmaFwdS2).
+  static constexpr int L = S == 1 ? Pb::W + 2 : Pb::W + 1, PR = S * (TH - 1) + 3, KK = 9, chunks = CK / 4;
+  static constexpr int tiles = TH / 8 * (OW / 8), MT = tiles / WGS;
   static constexpr int chunk_floats = ceil_div(PR * L * 4, 32) * 32;  // a 4-channel chunk of the patch
   static constexpr int a_floats = chunks * chunk_floats, b_floats = KK * CK * BN;
   static constexpr int smem_bytes = 2 * (a_floats + b_floats) * 4;
   static constexpr int units = chunks * PR * (Pb::W / 4), unit_passes = ceil_div(units, threads);  // 4×4 blocks
-  static constexpr int row_tiles = Pb::H / TH, steps = Pb::SC / CK;
-  static constexpr int min_blocks = WGS == 1 ? 4 : 2;
+  static constexpr int row_tiles = OH / TH, steps = Pb::SC / CK;
+  static constexpr int min_blocks = max_of(1, 4 / WGS);
+  static_assert(S == 1 || S == 2, "stride 1 or 2");
   static_assert(CK % 8 == 0 && Pb::SC % CK == 0, "whole k8 slices");
-  static_assert(TH % 8 == 0 && Pb::H % TH == 0 && tiles % WGS == 0, "whole 8×8 tiles, shared evenly");
+  static_assert(TH % 8 == 0 && OH % TH == 0 && OW % 8 == 0 && tiles % WGS == 0, "whole 8×8 tiles, shared evenly");
+  static_assert(Pb::M % BN == 0, "whole channel tiles");
   static_assert(smem_bytes <= 227 * 1024, "the shared memory of one block on sm_90");
 };
 
 // --- The kernel -------------------------------------------------------------------------------------------
-// Block (blockIdx.x = sample · row_tiles + row tile). out [batch][M][H][W] from src [batch][SC][H][W]
-// and wt (kernel_wgmma_weights); aux: bias [M] (forward) or the output of the activation below
-// (backward data), as conv_patch.cuh's.
+// Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = channel tile). out [batch][M][OH][OW]
+// from src [batch][SC][H][W] and wt (kernel_wgmma_weights); aux: bias [M] (forward) or the output of the
+// activation below (backward data), as conv_patch.cuh's.
 template <class Pb, class T, class Fn = identity_fn>
 __global__ void __launch_bounds__(T::threads, T::min_blocks)
 kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, const float* __restrict__ src,
                   float* __restrict__ out) {
   wait_for_prior_grids();
   constexpr int W = Pb::W, H = Pb::H, L = T::L, PR = T::PR, BN = T::BN, MT = T::MT, NT = T::threads, CK = T::CK;
-  constexpr int plane = H * W, W4 = W / 4;
+  constexpr int S = T::S, OW = T::OW, plane = H * W, out_plane = T::OH * OW, W4 = W / 4;
   float* Ps = conv_mma_smem();            // (2, a_floats): the patch, channel-innermost
   float* Ws = Ps + 2 * T::a_floats;       // (2, b_floats): the weights
-  const int n = blockIdx.x / T::row_tiles, y0 = (blockIdx.x % T::row_tiles) * T::TH;
+  const int n = blockIdx.x / T::row_tiles, y0 = (blockIdx.x % T::row_tiles) * T::TH, m0 = blockIdx.y * BN;
   const float* src_n = src + std::size_t(n) * Pb::SC * plane;
 
-  // The zero columns, in both stages (the patch's stores never write them).
+  // The zero columns, in both stages (the patch's stores never write them): stride 1 slots 0 and L − 1,
+  // stride 2 slot 0 (column −1).
   for (int line = threadIdx.x; line < 2 * T::chunks * PR; line += NT) {
     float* row = Ps + line / PR * T::chunk_floats + line % PR * L * 4;  // stages × chunks are consecutive
     *reinterpret_cast<float4*>(row) = make_float4(0.f, 0.f, 0.f, 0.f);
-    *reinterpret_cast<float4*>(row + 4 * (L - 1)) = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (S == 1) *reinterpret_cast<float4*>(row + 4 * (L - 1)) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 
-  auto load_weights = [&](int stage, int step) {  // one contiguous run of b_floats
+  // A step's copy is [tap][chunk][M][4]; this block's BN channels of it, [tap][chunk][BN][4]: one
+  // contiguous run where BN = M, else a run of BN · 4 floats per (tap, chunk).
+  auto load_weights = [&](int stage, int step) {
     float* Wd = Ws + stage * T::b_floats;
-    const float* wsrc = wt + std::size_t(step) * T::b_floats;
+    const float* wsrc = wt + std::size_t(step) * (T::b_floats / BN * Pb::M) + 4 * m0;
 #pragma unroll
     for (int i = 0; i < ceil_div(T::b_floats / 4, NT); ++i) {
       const int q = threadIdx.x + i * NT;
-      if (T::b_floats / 4 % NT == 0 || q < T::b_floats / 4) cp_async_f32x4_l1(Wd + 4 * q, wsrc + 4 * q, true);
+      if (T::b_floats / 4 % NT == 0 || q < T::b_floats / 4)
+        cp_async_f32x4_l1(Wd + 4 * q, wsrc + 4 * (BN == Pb::M ? q : q / BN * Pb::M + q % BN), true);
     }
   };
   // The patch goes through registers, 4 columns × 4 channels a unit (unit u: column quad u % W4, patch
@@ -282,7 +322,7 @@ kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, c
   auto fetch = [&](int step) {
 #pragma unroll
     for (int p = 0; p < T::unit_passes; ++p) {
-      const int u = threadIdx.x + p * NT, xq = u % W4, r = u / W4 % PR, chunk = u / (W4 * PR), y = y0 - 1 + r;
+      const int u = threadIdx.x + p * NT, xq = u % W4, r = u / W4 % PR, chunk = u / (W4 * PR), y = S * y0 - 1 + r;
       const bool in = (T::units % NT == 0 || u < T::units) && y >= 0 && y < H;
       const float* from = src_n + (std::size_t(step) * CK + 4 * chunk) * plane + y * W + 4 * xq;
 #pragma unroll
@@ -295,16 +335,20 @@ kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, c
     for (int p = 0; p < T::unit_passes; ++p) {
       const int u = threadIdx.x + p * NT, xq = u % W4, r = u / W4 % PR, chunk = u / (W4 * PR);
       if (T::units % NT != 0 && u >= T::units) continue;
-      float* to = Ps + stage * T::a_floats + chunk * T::chunk_floats + (r * L + 4 * xq + 1) * 4;
+      float* to = Ps + stage * T::a_floats + chunk * T::chunk_floats + r * L * 4;
       const float4* v = patch[p];
       // The k-th store writes pixel (k + rot) % 4: the eight lanes of a store phase then cover the eight
-      // 16-byte bank groups (in order, pixel k of neighbouring quads would hit the same ones).
-      const int rot = ((xq >> 1) + (r >> 1)) & 3;
+      // 16-byte bank groups (in order, pixel k of neighbouring quads would hit the same ones). Stride 2:
+      // pixels 0, 1 land on odd groups, 2, 3 on even ones (slots below), so on rows of 8 or more quads
+      // lanes 4-7 of a phase take the other pair.
+      const int rot = S == 1 ? ((xq >> 1) + (r >> 1)) & 3 : W4 >= 8 ? (xq & 4) >> 1 : 0;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int j = (k + rot) & 3;
+        // Column 4·xq + j's slot: stride 1 one on (the zero column), stride 2 by parity (ConvWgmmaFwdS2).
+        const int slot = S == 1 ? 4 * xq + 1 + j : (j & 1) ? 2 * xq + (j + 1) / 2 : OW + 1 + 2 * xq + j / 2;
         auto pick = [j](float4 q) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; };
-        *reinterpret_cast<float4*>(to + 4 * j) = make_float4(pick(v[0]), pick(v[1]), pick(v[2]), pick(v[3]));
+        *reinterpret_cast<float4*>(to + 4 * slot) = make_float4(pick(v[0]), pick(v[1]), pick(v[2]), pick(v[3]));
       }
     }
   };
@@ -314,13 +358,13 @@ kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, c
   float acc[MT][BN / 2];
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {
-    const float b0 = Pb::has_bias ? aux[8 * j + 2 * t] : 0.f, b1 = Pb::has_bias ? aux[8 * j + 2 * t + 1] : 0.f;
+    const float b0 = Pb::has_bias ? aux[m0 + 8 * j + 2 * t] : 0.f, b1 = Pb::has_bias ? aux[m0 + 8 * j + 2 * t + 1] : 0.f;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) acc[mt][4 * j] = acc[mt][4 * j + 2] = b0, acc[mt][4 * j + 1] = acc[mt][4 * j + 3] = b1;
   }
 
   // Descriptors of stage 0; a stage, a tap, a k8 slice and a tile only move the start (16-byte units).
-  const unsigned long long a_desc0 = wgmma_desc(Ps, T::chunk_floats * 4, L * 16);
+  const unsigned long long a_desc0 = wgmma_desc(Ps, T::chunk_floats * 4, S * L * 16);
   const unsigned long long b_desc0 = wgmma_desc(Ws, BN * 16, 128);
 
   load_weights(0, 0);
@@ -347,9 +391,10 @@ kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, c
       for (int j = 0; j < CK / 8; ++j)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          const int tile = wg * MT + mt, r0 = tile / (W / 8) * 8, x0 = tile % (W / 8) * 8;
+          const int tile = wg * MT + mt, r0 = tile / (OW / 8) * 8, x0 = tile % (OW / 8) * 8;
+          const int slot = S == 1 ? x0 + kx : kx == 1 ? OW + 1 + x0 : x0 + kx / 2;
           const unsigned long long a =
-              a_desc0 + (stage * T::a_floats + 2 * j * T::chunk_floats + ((r0 + ky) * L + x0 + kx) * 4) / 4;
+              a_desc0 + (stage * T::a_floats + 2 * j * T::chunk_floats + ((S * r0 + ky) * L + slot) * 4) / 4;
           const unsigned long long b = b_desc0 + (stage * T::b_floats + (tap * T::chunks + 2 * j) * BN * 4) / 4;
           wgmma_tf32<BN>(acc[mt], a, b);
         }
@@ -360,19 +405,20 @@ kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, c
     for (int mt = 0; mt < MT; ++mt) wgmma_fence_operands(acc[mt]);
   }
 
-  // Row 16w + g (+ 8) of tile mt is output pixel (r0 + 2w (+ 1), x0 + g); column 8j + 2t (+ 1) a channel.
-  const std::size_t at_n = std::size_t(n) * Pb::M * plane;
+  // Row 16w + g (+ 8) of tile mt is output pixel (r0 + 2w (+ 1), x0 + g); column 8j + 2t (+ 1) channel
+  // m0 + 8j + 2t (+ 1).
+  const std::size_t at_n = std::size_t(n) * Pb::M * out_plane;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    const int tile = wg * MT + mt, y = y0 + tile / (W / 8) * 8 + 2 * w, x = tile % (W / 8) * 8 + g;
+    const int tile = wg * MT + mt, y = y0 + tile / (OW / 8) * 8 + 2 * w, x = tile % (OW / 8) * 8 + g;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int m = 8 * j + 2 * t + e;
-          const std::size_t at = at_n + std::size_t(m) * plane + (y + h) * W + x;
+          const int m = m0 + 8 * j + 2 * t + e;
+          const std::size_t at = at_n + std::size_t(m) * out_plane + (y + h) * OW + x;
           const float v = acc[mt][4 * j + 2 * h + e];
           if constexpr (std::is_same_v<Fn, identity_fn>) out[at] = v;
           else if constexpr (!Pb::dgrad) out[at] = Fn::apply(v);
@@ -385,6 +431,19 @@ kernel_conv_wgmma(const float* __restrict__ wt, const float* __restrict__ aux, c
 // on 32-column images, one on narrower ones, 8 channels a step.
 template <class Pb>
 using ConvWgmmaRule = ConvWgmmaTile<Pb, 8, Pb::W == 32 ? 2 : 1, 8>;
+// The stride-2 forward's tiles (scratch runs on an H200, twenty-ninth stop; docs/conv_kernels.md): 8
+// output rows and 8 channels a step (the network's weight copies fix CK for every batch); two warpgroups
+// on 16-column outputs, one on 8-column ones; all M channels a block, or 64 of them (ConvWgmmaS2Split)
+// where that gives fewer than 120 blocks (64→128 @16, batch 64: 6.4 against 8.7 µs; 256: 14.2 against 17.9
+// the other way).
+template <class G>
+using ConvWgmmaS2Rule = ConvWgmmaTile<ConvWgmmaFwdS2<G>, 8, G::W / 2 >= 16 ? 2 : 1, 8>;
+template <class G>
+using ConvWgmmaS2Split = ConvWgmmaTile<ConvWgmmaFwdS2<G>, 8, G::W / 2 >= 16 ? 2 : 1, 8, 64>;
+template <class G>
+bool conv_wgmma_s2_split(int batch) {
+  return G::Out > 64 && (long long)batch * ConvWgmmaS2Rule<G>::row_tiles < 120;
+}
 
 template <class Pb, class T, class Fn = identity_fn>
 void launch_conv_wgmma(cudaStream_t stream, const float* wt, const float* aux, const float* src, float* out,
@@ -419,8 +478,19 @@ inline const float* wgmma_weights_of(const CudaContext& ctx, const float* w, std
 template <class G, bool Dgrad, class Fn = identity_fn>
 bool launch_conv_wgmma_rule(const CudaContext& ctx, const float* w, const float* aux, const float* src, float* out,
                             int batch) {
-  if constexpr (!conv_wgmma_fits<G>()) return false;
-  else {
+  if constexpr (!Dgrad && conv_wgmma_s2_fits<G>()) {
+    const float* wt = wgmma_weights_of(ctx, w, std::size_t(G::Out) * G::C * 9, false);
+    if (!wt || !conv_patch_aligned(wt, src, out)) return false;
+    if constexpr (G::Out > 64)
+      if (conv_wgmma_s2_split<G>(batch)) {
+        launch_conv_wgmma<ConvWgmmaFwdS2<G>, ConvWgmmaS2Split<G>, Fn>(ctx.stream, wt, aux, src, out, batch);
+        return true;
+      }
+    launch_conv_wgmma<ConvWgmmaFwdS2<G>, ConvWgmmaS2Rule<G>, Fn>(ctx.stream, wt, aux, src, out, batch);
+    return true;
+  } else if constexpr (!conv_wgmma_fits<G>()) {
+    return false;
+  } else {
     using Pb = std::conditional_t<Dgrad, ConvPatchDgrad<G>, ConvPatchFwd<G>>;
     const float* wt = wgmma_weights_of(ctx, w, std::size_t(G::Out) * G::C * 9, Dgrad);
     if (!wt || !conv_wgmma_chosen<G>(batch) || !conv_patch_aligned(wt, src, out)) return false;
