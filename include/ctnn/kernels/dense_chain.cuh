@@ -104,10 +104,11 @@ struct DenseChainDims {
 #else
   static constexpr int bt_max = 8;
 #endif
-  static constexpr int bt = 16 <= bt_max && 16 * per_sample <= smem_limit_floats ? 16
-                            : 8 <= bt_max && 8 * per_sample <= smem_limit_floats ? 8
-                            : 4 * per_sample <= smem_limit_floats                ? 4
-                                                                                  : 0;
+  static constexpr int red_floats = max_of(threads(true), threads(false));  // (red_at below)
+  static constexpr int bt = 16 <= bt_max && 16 * per_sample + red_floats <= smem_limit_floats ? 16
+                            : 8 <= bt_max && 8 * per_sample + red_floats <= smem_limit_floats ? 8
+                            : 4 * per_sample + red_floats <= smem_limit_floats                ? 4
+                                                                                               : 0;
   static constexpr int BT = bt > 0 ? bt : 4;  // (for the declarations of an unsupported chain)
   static constexpr bool supported = bt > 0 && S <= 8 && ((Stages::I > 0 && Stages::N > 0) && ...);
   // Shared-memory offsets (floats): x [BT][I0], h_l [BT][N_l], two gradient buffers [BT][≤ max_n].
@@ -117,7 +118,9 @@ struct DenseChainDims {
     for (int j = 0; j < l; ++j) at += BT * n[j];
     return at;
   }
-  static constexpr int g_at = BT * (I0 + sum_n), smem_floats = BT * per_sample;
+  // Then the forward's partial sums of warps that split a stage's inputs (chain_forward_stage): 32 a warp.
+  static constexpr int g_at = BT * (I0 + sum_n), red_at = BT * per_sample;
+  static constexpr int smem_floats = red_at + red_floats;
   // The tail (chain_tail): the last stage, the loss and the gradient into the stage before, one warp
   // per sample, where the last stage is small: at most 32 units on at most 32 vectors of inputs, so
   // that a lane keeps its weights in registers from the forward to the backward.
@@ -250,7 +253,12 @@ struct TileCluster {
 // One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
 // written to pre and out (out == pre: once; pre null: neither) for the tile's `count` samples. A warp
 // computes U = 32/BT units for the BT samples, lanes striding over the inputs, then one reduce-scatter
-// over the warp leaves lane u·BT + s with unit u of sample s. The stage's sizes are run-time values so
+// over the warp leaves lane u·BT + s with unit u of sample s. Where a block computes the stage whole and
+// its unit groups leave warps idle (a classifier: 10 units on 2048 inputs, two groups of 8 warps), KS
+// warps share each group's inputs (warp w: group w % UG, every KS-th 32 vectors from w / UG), their
+// partial sums added through red [warps][32] in warp order (strided's Dense<10> head at batch 256 on an
+// H200: see docs/benchmarks.md, twenty-ninth stop). Every thread of the block calls it (a barrier inside
+// where KS > 1). The stage's sizes are run-time values so
 // that stages with the same activation share their code: the kernel runs its code once per block,
 // every instruction fetched cold, so code size costs time. For the same reason the loops stay rolled,
 // the next weights loaded while the current ones are used (loading four steps' weights at once
@@ -260,9 +268,60 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
                                                  float* h,         // [BT][N] shared
                                                  const float* __restrict__ w, const float* __restrict__ b,
                                                  float* pre, float* out, int I, int N, int s0, int count, int warps,
-                                                 TileCluster tc) {
+                                                 TileCluster tc, float* red) {
   constexpr int U = 32 / BT;
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
+  const int UG = (N + U - 1) / U;  // unit groups
+  int KS = 1;                      // warps a group (a power of two), where the block runs the stage whole
+  while (tc.size == 1 && 2 * KS * UG <= warps && 2 * KS * 32 <= KV) KS *= 2;
+  if (KS > 1) {
+    const int ks = warp / UG, n0 = warp % UG * U;
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+    if (ks < KS) {
+      float wv[U][V], wn[U][V];
+      const int first = ks * 32 + lane;
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + first * V, first < KV && n0 + u < N, wv[u]);
+#pragma unroll 1
+      for (int kv = first; kv < KV; kv += 32 * KS) {
+        const int next = kv + 32 * KS;
+#pragma unroll
+        for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
+#pragma unroll
+        for (int s = 0; s < BT; ++s) {
+          float xv[V];
+          load_floats(in + s * I + kv * V, xv);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
+      }
+      red[warp * 32 + lane] = warp_reduce_scatter(acc, lane);
+    }
+    __syncthreads();
+    if (ks != 0) return;
+    float sum = red[warp * 32 + lane];
+    for (int k = 1; k < KS; ++k) sum += red[(k * UG + warp) * 32 + lane];
+    const int u = lane / BT, s = lane % BT, n = n0 + u;
+    if (n < N) {
+      const float p = sum + b[n];
+      const float y = Fn::apply(p);
+      h[s * N + n] = y;
+      if (pre && s < count) {
+        const std::size_t at = std::size_t(s0 + s) * N + n;
+        pre[at] = p;
+        if (out != pre) out[at] = y;
+      }
+    }
+    return;
+  }
 #pragma unroll 1
   for (int n0 = (tc.rank * warps + warp) * U; n0 < N; n0 += tc.size * warps * U) {
     float acc[32];
@@ -501,10 +560,28 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   const int s0 = int(blockIdx.x) / tc.size * BT, count = min_of(BT, a.batch - s0);
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
 
+  // The input tile, 16 bytes at a time where the rows allow (all loads in flight at once: a classifier's
+  // tile is 4 × 2048 floats).
+  if constexpr (Ch::I0 % 4 == 0) {
+    if (reinterpret_cast<std::uintptr_t>(a.x) % 16 == 0) {
+      constexpr int Q = BT * Ch::I0 / 4;
+#pragma unroll
+      for (int i = 0; i < ceil_div(Q, T); ++i) {
+        const int e = int(threadIdx.x) + i * T;
+        if (Q % T == 0 || e < Q)
+          reinterpret_cast<float4*>(smem)[e] = 4 * e / Ch::I0 < count
+                                                   ? reinterpret_cast<const float4*>(a.x + std::size_t(s0) * Ch::I0)[e]
+                                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    } else {
+      for (int e = threadIdx.x; e < BT * Ch::I0; e += T) smem[e] = e / Ch::I0 < count ? a.x[std::size_t(s0) * Ch::I0 + e] : 0.f;
+    }
+  } else {
 #pragma unroll 4
-  for (int e = threadIdx.x; e < BT * Ch::I0; e += T) {
-    const int s = e / Ch::I0;
-    smem[e] = s < count ? a.x[std::size_t(s0) * Ch::I0 + e] : 0.f;
+    for (int e = threadIdx.x; e < BT * Ch::I0; e += T) {
+      const int s = e / Ch::I0;
+      smem[e] = s < count ? a.x[std::size_t(s0) * Ch::I0 + e] : 0.f;
+    }
   }
   tc.sync();
 
@@ -522,7 +599,8 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
       const bool writes = !whole || writer;
       chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
           smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], writes ? a.pre[L] : nullptr,
-          writes ? a.out[L] : nullptr, St::I, St::N, s0, count, warps, whole ? TileCluster::alone() : tc);
+          writes ? a.out[L] : nullptr, St::I, St::N, s0, count, warps, whole ? TileCluster::alone() : tc,
+          smem + Ch::red_at);
       if (whole) __syncthreads();
       else tc.sync();
     }
