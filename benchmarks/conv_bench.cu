@@ -4,7 +4,8 @@
 // rule picks (marked *); for the implicit-GEMM layers also the
 // TF32 tensor-core kernels (conv_mma.cuh, Math::tf32: the rule's tile marked *, and tile variants; for
 // stride-1 "same" layers the staged-patch kernels of conv_patch.cuh and the gathering kernel beside them,
-// and where the program has sm_90a device code the wgmma kernels of conv_wgmma.cuh, not in the rule yet).
+// and where the program has sm_90a device code the wgmma kernels of conv_wgmma.cuh, which a network's
+// TF32 rule takes).
 // Prints one table row each:
 //   layer  batch  direction  kernel  µs  GFLOP  TFLOP/s  % of peak
 // Timing (kernel_bench.hpp): inputs are fresh random numbers (never zeros); 5 warm-up calls (none for `1 1`), then
@@ -152,6 +153,26 @@ void tf32_rows(const char* name, int n, const CudaContext& ctx32, const Buf& w, 
       if constexpr (conv_wgmma_wgrad_fits<G>())
         wgr("tf32 wgmma (sm_90a) + sum", conv_wgmma_wgrad_chosen<G>(n),
             [&] { launch_conv_wgmma_wgrad_auto<G>(s, x.p, dy.p, ctx.workspace, dw.p, db.p, n); });
+    }
+  }
+  // The stride-2 forward on wgmma (parity-staged patch), which a network's TF32 rule takes: the rule's tile
+  // (all channels a block, or 64 where that leaves SMs idle) and tiles beside it.
+  if constexpr (conv_wgmma_s2_fits<G>()) {
+    if (g_wgmma) {
+      using P2 = ConvWgmmaFwdS2<G>;
+      const Buf wt(B::weight_count, 99);
+      launch_wgmma_weights<P2, ConvWgmmaS2Rule<G>>(s, w.p, wt.p);
+      const bool split = conv_wgmma_s2_split<G>(n);
+      fwd(split ? "tf32 wgmma s2, all ch" : "tf32 wgmma s2 (network rule)", false, [&] { launch_conv_wgmma<P2, ConvWgmmaS2Rule<G>>(s, wt.p, b.p, x.p, y.p, n); });
+      if constexpr (G::Out > 64)
+        fwd(split ? "tf32 wgmma s2 64 ch (network rule)" : "tf32 wgmma s2, 64 ch a block", false,
+            [&] { launch_conv_wgmma<P2, ConvWgmmaS2Split<G>>(s, wt.p, b.p, x.p, y.p, n); });
+      if constexpr (G::OW == 16) {
+        fwd("tf32 wgmma s2, 1 warpgroup", false,
+            [&] { launch_conv_wgmma<P2, ConvWgmmaTile<P2, 8, 1, 8>>(s, wt.p, b.p, x.p, y.p, n); });
+        fwd("tf32 wgmma s2, 16 rows 4 wg", false,
+            [&] { launch_conv_wgmma<P2, ConvWgmmaTile<P2, 16, 4, 8>>(s, wt.p, b.p, x.p, y.p, n); });
+      }
     }
   }
   wgr(conv_patch_wgrad_mma_fits<G>() ? "tf32 rule (patch)" : "tf32 rule (gather)", true,
