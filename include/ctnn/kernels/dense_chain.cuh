@@ -118,7 +118,8 @@ struct DenseChainDims {
     for (int j = 0; j < l; ++j) at += BT * n[j];
     return at;
   }
-  // Then the forward's partial sums of warps that split a stage's inputs (chain_forward_stage): 32 a warp.
+  // Then the forward's partial sums of warps that split a stage's inputs (chain_forward_stage_split): 32 a
+  // warp.
   static constexpr int g_at = BT * (I0 + sum_n), red_at = BT * per_sample;
   static constexpr int smem_floats = red_at + red_floats;
   // The tail (chain_tail): the last stage, the loss and the gradient into the stage before, one warp
@@ -253,12 +254,7 @@ struct TileCluster {
 // One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
 // written to pre and out (out == pre: once; pre null: neither) for the tile's `count` samples. A warp
 // computes U = 32/BT units for the BT samples, lanes striding over the inputs, then one reduce-scatter
-// over the warp leaves lane u·BT + s with unit u of sample s. Where a block computes the stage whole and
-// its unit groups leave warps idle (a classifier: 10 units on 2048 inputs, two groups of 8 warps), KS
-// warps share each group's inputs (warp w: group w % UG, every KS-th 32 vectors from w / UG), their
-// partial sums added through red [warps][32] in warp order (strided's Dense<10> head at batch 256 on an
-// H200: see docs/benchmarks.md, twenty-ninth stop). Every thread of the block calls it (a barrier inside
-// where KS > 1). The stage's sizes are run-time values so
+// over the warp leaves lane u·BT + s with unit u of sample s. The stage's sizes are run-time values so
 // that stages with the same activation share their code: the kernel runs its code once per block,
 // every instruction fetched cold, so code size costs time. For the same reason the loops stay rolled,
 // the next weights loaded while the current ones are used (loading four steps' weights at once
@@ -268,60 +264,9 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
                                                  float* h,         // [BT][N] shared
                                                  const float* __restrict__ w, const float* __restrict__ b,
                                                  float* pre, float* out, int I, int N, int s0, int count, int warps,
-                                                 TileCluster tc, float* red) {
+                                                 TileCluster tc) {
   constexpr int U = 32 / BT;
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
-  const int UG = (N + U - 1) / U;  // unit groups
-  int KS = 1;                      // warps a group (a power of two), where the block runs the stage whole
-  while (tc.size == 1 && 2 * KS * UG <= warps && 2 * KS * 32 <= KV) KS *= 2;
-  if (KS > 1) {
-    const int ks = warp / UG, n0 = warp % UG * U;
-    float acc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-    if (ks < KS) {
-      float wv[U][V], wn[U][V];
-      const int first = ks * 32 + lane;
-#pragma unroll
-      for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + first * V, first < KV && n0 + u < N, wv[u]);
-#pragma unroll 1
-      for (int kv = first; kv < KV; kv += 32 * KS) {
-        const int next = kv + 32 * KS;
-#pragma unroll
-        for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
-#pragma unroll
-        for (int s = 0; s < BT; ++s) {
-          float xv[V];
-          load_floats(in + s * I + kv * V, xv);
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
-      }
-      red[warp * 32 + lane] = warp_reduce_scatter(acc, lane);
-    }
-    __syncthreads();
-    if (ks != 0) return;
-    float sum = red[warp * 32 + lane];
-    for (int k = 1; k < KS; ++k) sum += red[(k * UG + warp) * 32 + lane];
-    const int u = lane / BT, s = lane % BT, n = n0 + u;
-    if (n < N) {
-      const float p = sum + b[n];
-      const float y = Fn::apply(p);
-      h[s * N + n] = y;
-      if (pre && s < count) {
-        const std::size_t at = std::size_t(s0 + s) * N + n;
-        pre[at] = p;
-        if (out != pre) out[at] = y;
-      }
-    }
-    return;
-  }
 #pragma unroll 1
   for (int n0 = (tc.rank * warps + warp) * U; n0 < N; n0 += tc.size * warps * U) {
     float acc[32];
@@ -360,6 +305,76 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
         pre[at] = p;
         if (out != pre) out[at] = y;
       }
+    }
+  }
+}
+
+// Warps a unit group of a whole stage can have (chain_forward_stage_split): a power of two, the groups
+// times it at most the block's warps, at least 32 input vectors a warp; 1: no split.
+constexpr int chain_split_ways(int N, int I, int V, int BT, int warps) {
+  const int groups = ceil_div(N, 32 / BT), KV = I / V;
+  int ks = 1;
+  while (2 * ks * groups <= warps && 2 * ks * 32 <= KV) ks *= 2;
+  return ks;
+}
+
+// chain_forward_stage for a stage the block computes whole whose unit groups would leave warps idle (a
+// classifier: 10 units on 2,048 inputs are two groups for 8 warps): KS warps share each group's inputs
+// (warp w: group w % UG, every KS-th 32 vectors from w / UG), their reduce-scattered partial sums added
+// through red [warps][32] in warp order by the group's first warp. Every thread of the block calls it
+// (a barrier inside). Its own function, so that the stages without a split keep their code (LeNet-5's
+// epochs were 1% longer with the split inside chain_forward_stage). strided's Dense<10> head at batch 256
+// on an H200: docs/fusion.md, twenty-ninth stop.
+template <int BT, int V, class Fn>
+__device__ __noinline__ void chain_forward_stage_split(const float* in, float* h, const float* __restrict__ w,
+                                                       const float* __restrict__ b, float* pre, float* out, int I,
+                                                       int N, int s0, int count, int KS, float* red) {
+  constexpr int U = 32 / BT;
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
+  const int UG = (N + U - 1) / U;  // unit groups
+  const int ks = warp / UG, n0 = warp % UG * U;
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+  if (ks < KS) {
+    float wv[U][V], wn[U][V];
+    const int first = ks * 32 + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + first * V, first < KV && n0 + u < N, wv[u]);
+#pragma unroll 1
+    for (int kv = first; kv < KV; kv += 32 * KS) {
+      const int next = kv + 32 * KS;
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
+#pragma unroll
+      for (int s = 0; s < BT; ++s) {
+        float xv[V];
+        load_floats(in + s * I + kv * V, xv);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
+    }
+    red[warp * 32 + lane] = warp_reduce_scatter(acc, lane);
+  }
+  __syncthreads();
+  if (ks != 0) return;
+  float sum = red[warp * 32 + lane];
+  for (int k = 1; k < KS; ++k) sum += red[(k * UG + warp) * 32 + lane];
+  const int u = lane / BT, s = lane % BT, n = n0 + u;
+  if (n < N) {
+    const float p = sum + b[n];
+    const float y = Fn::apply(p);
+    h[s * N + n] = y;
+    if (pre && s < count) {
+      const std::size_t at = std::size_t(s0 + s) * N + n;
+      pre[at] = p;
+      if (out != pre) out[at] = y;
     }
   }
 }
@@ -589,6 +604,7 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
   // A stage one block computes in one round of its warps (N <= U·warps units) runs whole in every
   // block, the first writing its outputs; a larger one is shared by the cluster's blocks. (LeNet-5 at
   // batch 64 on an H200: 120 → 84 whole in each block 7.3 µs against 3.3 shared, 84 → 10 1.8 against 2.4.)
+  // A whole stage with too few unit groups for the warps splits its inputs among them (chain_split_ways).
   const bool writer = tc.rank == 0;
   constexpr bool tail = Ch::tail && fused_loss;  // the last stage, the loss and its backward: chain_tail
   static_for<S>([&](auto stage) {
@@ -596,11 +612,16 @@ kernel_dense_chain(DenseChainArgs<Ch::S> a, LossRun<Loss> loss)
     if constexpr (!(tail && L == S - 1)) {  // (else chain_tail)
       using St = typename Ch::template stage<L>;
       constexpr bool whole = St::N <= (32 / BT) * warps;
-      const bool writes = !whole || writer;
-      chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
-          smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], writes ? a.pre[L] : nullptr,
-          writes ? a.out[L] : nullptr, St::I, St::N, s0, count, warps, whole ? TileCluster::alone() : tc,
-          smem + Ch::red_at);
+      constexpr int ks = whole ? chain_split_ways(St::N, St::I, vec_width(St::I), BT, warps) : 1;
+      if constexpr (ks > 1)
+        chain_forward_stage_split<BT, vec_width(St::I), typename St::fn>(
+            smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L], writer ? a.pre[L] : nullptr,
+            writer ? a.out[L] : nullptr, St::I, St::N, s0, count, ks, smem + Ch::red_at);
+      else
+        chain_forward_stage<BT, vec_width(St::I), typename St::fn>(
+            smem + (L == 0 ? 0 : Ch::h_at(L - 1)), smem + Ch::h_at(L), a.w[L], a.b[L],
+            !whole || writer ? a.pre[L] : nullptr, !whole || writer ? a.out[L] : nullptr, St::I, St::N, s0, count, warps,
+            whole ? TileCluster::alone() : tc);
       if (whole) __syncthreads();
       else tc.sync();
     }
