@@ -1,7 +1,8 @@
 #pragma once
 // TF32 convolution on Hopper's warpgroup tensor-core instruction (wgmma.mma_async, sm_90a): the
-// stride-1 "same" problems of conv_patch.cuh (forward; backward data with the window flipped), with
-// both operands read by the tensor cores straight from shared memory.
+// stride-1 "same" problems of conv_patch.cuh (forward; backward data with the window flipped) and the
+// forward of stride-2 3×3 layers (ConvWgmmaFwdS2: the patch staged by column parity), with both operands
+// read by the tensor cores straight from shared memory.
 //
 // Why: conv_patch.cuh's mma.sync kernels spend their issue slots on the fragment loads (a shared load
 // per operand element and lane: MIO throttle is their first stall), and mma.sync itself tops out near
@@ -28,7 +29,8 @@
 // with N = 32 an A tile feeds only 16 clocks of tensor work). Nsight Compute: tensor pipe 27-43%, the
 // warps waiting on their own staging (the next step's global loads, the block barrier). In the networks'
 // TF32 rule since the twenty-fifth stop (cuda_layer<Conv>: launch_conv_wgmma_rule), where the program
-// was built for sm_90a (CMake: ctnn_use_wgmma) and runs on a Hopper GPU. docs/conv_kernels.md.
+// was built for sm_90a (CMake: ctnn_use_wgmma) and runs on a Hopper GPU. The stride-2 forward since the
+// twenty-ninth stop: 64→128 s2 @16 at batch 256 170 against 83 TFLOP/s. docs/conv_kernels.md.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -457,7 +459,9 @@ void launch_conv_wgmma(cudaStream_t stream, const float* wt, const float* aux, c
 // --- The rule ----------------------------------------------------------------------------------------------
 // Where a layer fits and the context keeps its weights' copies (a network's, CudaNetwork::set_math), every
 // batch but those above 128 on 32-column layers: there the mma.sync kernel is as fast (32→32 @32 on an
-// H200: batch 64 9.8 against 11.0 µs, batch 256 36.4 against 35.0; docs/conv_kernels.md).
+// H200: batch 64 9.8 against 11.0 µs, batch 256 36.4 against 35.0; docs/conv_kernels.md). The stride-2
+// forward at every batch (faster than the mma.sync stride-2 patch kernel at 64 and 256 on both CIFAR
+// layers: docs/conv_kernels.md, twenty-ninth stop).
 template <class G>
 bool conv_wgmma_chosen(int batch) {
   return conv_wgmma_fits<G>() && (G::W != 32 || batch <= 128);
@@ -474,7 +478,8 @@ inline const float* wgmma_weights_of(const CudaContext& ctx, const float* w, std
 }
 
 // The forward (out = y, aux = the bias) or backward data (out = dx, aux = the output of the activation Fn
-// below) of layer G on the wgmma kernel, where the rule takes it; false, having launched nothing, elsewhere.
+// below) of layer G on the wgmma kernel, where the rule takes it (a stride-2 layer: the forward only);
+// false, having launched nothing, elsewhere.
 template <class G, bool Dgrad, class Fn = identity_fn>
 bool launch_conv_wgmma_rule(const CudaContext& ctx, const float* w, const float* aux, const float* src, float* out,
                             int batch) {

@@ -251,6 +251,38 @@ struct TileCluster {
   }
 };
 
+// acc[u·BT + s] += W[n0 + u] · in[s] over this lane's input vectors kv = first, first + stride, .. < I/V
+// (V floats each; units past N and vectors past the end read as zeros), the next vector's weights loaded
+// while the current ones are used. chain_forward_stage's and chain_forward_stage_split's loop.
+template <int BT, int V>
+__device__ __forceinline__ void chain_dot(const float* in, const float* __restrict__ w, int I, int N, int n0,
+                                          int first, int stride, float (&acc)[32]) {
+  constexpr int U = 32 / BT;
+  const int KV = I / V;
+  float wv[U][V], wn[U][V];  // (U units, V inputs): this step's weights, the next step's
+#pragma unroll
+  for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + first * V, first < KV && n0 + u < N, wv[u]);
+#pragma unroll 1
+  for (int kv = first; kv < KV; kv += stride) {
+    const int next = kv + stride;
+#pragma unroll
+    for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
+#pragma unroll
+    for (int s = 0; s < BT; ++s) {
+      float xv[V];
+      load_floats(in + s * I + kv * V, xv);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
+  }
+}
+
 // One Dense stage's forward for the tile (BT samples): h [BT][N] = Fn(W·in + b), each output also
 // written to pre and out (out == pre: once; pre null: neither) for the tile's `count` samples. A warp
 // computes U = 32/BT units for the BT samples, lanes striding over the inputs, then one reduce-scatter
@@ -266,34 +298,13 @@ __device__ __noinline__ void chain_forward_stage(const float* in,  // [BT][I] sh
                                                  float* pre, float* out, int I, int N, int s0, int count, int warps,
                                                  TileCluster tc) {
   constexpr int U = 32 / BT;
-  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
 #pragma unroll 1
   for (int n0 = (tc.rank * warps + warp) * U; n0 < N; n0 += tc.size * warps * U) {
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-    float wv[U][V], wn[U][V];  // (U units, V inputs): this step's weights, the next step's
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + lane * V, lane < KV && n0 + u < N, wv[u]);
-#pragma unroll 1
-    for (int kv = lane; kv < KV; kv += 32) {
-      const int next = kv + 32;
-#pragma unroll
-      for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
-#pragma unroll
-      for (int s = 0; s < BT; ++s) {
-        float xv[V];
-        load_floats(in + s * I + kv * V, xv);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
-    }
+    chain_dot<BT, V>(in, w, I, N, n0, lane, 32, acc);
     const float sum = warp_reduce_scatter(acc, lane);
     const int u = lane / BT, s = lane % BT, n = n0 + u;
     if (n < N) {
@@ -330,36 +341,14 @@ __device__ __noinline__ void chain_forward_stage_split(const float* in, float* h
                                                        const float* __restrict__ b, float* pre, float* out, int I,
                                                        int N, int s0, int count, int KS, float* red) {
   constexpr int U = 32 / BT;
-  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, KV = I / V;
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   const int UG = (N + U - 1) / U;  // unit groups
   const int ks = warp / UG, n0 = warp % UG * U;
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.f;
   if (ks < KS) {
-    float wv[U][V], wn[U][V];
-    const int first = ks * 32 + lane;
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + first * V, first < KV && n0 + u < N, wv[u]);
-#pragma unroll 1
-    for (int kv = first; kv < KV; kv += 32 * KS) {
-      const int next = kv + 32 * KS;
-#pragma unroll
-      for (int u = 0; u < U; ++u) load_global(w + std::size_t(n0 + u) * I + next * V, next < KV && n0 + u < N, wn[u]);
-#pragma unroll
-      for (int s = 0; s < BT; ++s) {
-        float xv[V];
-        load_floats(in + s * I + kv * V, xv);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int j = 0; j < V; ++j) acc[u * BT + s] = fmaf(wv[u][j], xv[j], acc[u * BT + s]);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int j = 0; j < V; ++j) wv[u][j] = wn[u][j];
-    }
+    chain_dot<BT, V>(in, w, I, N, n0, ks * 32 + lane, 32 * KS, acc);
     red[warp * 32 + lane] = warp_reduce_scatter(acc, lane);
   }
   __syncthreads();
