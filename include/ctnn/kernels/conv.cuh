@@ -9,8 +9,9 @@
 // layers from a staged patch, conv_patch.cuh, where its rule picks it; the stride-1 3×3 layers of 32 or
 // 64 channels on Hopper's wgmma, conv_wgmma.cuh, where the program has sm_90a device code and ctx the
 // weights' TF32 copies, as a CudaNetwork's does, and there the weight gradient of those with 64 output
-// channels too, conv_wgmma_wgrad.cuh), and the forward of RGB stems (C <= 4) on conv_stem_mma.cuh's
-// kernel; the other direct kernels stay FP32.
+// channels too, conv_wgmma_wgrad.cuh, and the forward of stride-2 3×3 layers, conv_wgmma.cuh's
+// ConvWgmmaFwdS2), and the forward of RGB stems (C <= 4) on conv_stem_mma.cuh's kernel; the other direct
+// kernels stay FP32.
 // All of them are deterministic (no float atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],
