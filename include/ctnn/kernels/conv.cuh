@@ -206,6 +206,33 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
     else return kernels::launch_conv_fp32_dgrad_act<dims, Fn>(ctx.stream, w, dy, x, dx, batch);
   }
 
+  // The same, where the layer below the activation Fn is the network's RGB stem (layer 0, dims G0, its
+  // input x0): the stem's weight gradient (dw0, db0) computed in this backward data's epilogue, through
+  // ctx.workspace (stem_wgrad_workspace_floats<G0>(batch) floats), and no dx, which nothing reads then
+  // (kernels/conv_stem_wgrad_epilogue.cuh). TF32 only; false, having launched nothing, elsewhere.
+  template <class G0>
+  static constexpr bool has_stem_wgrad_below =
+      dgrad_algo == ConvAlgo::implicit_gemm && kernels::conv_s2_stem_wgrad_fits<dims, G0>();
+  template <class G0>
+  static constexpr std::size_t stem_wgrad_workspace_floats(int max_batch) {
+    return kernels::conv_s2_stem_wgrad_workspace_floats<dims, G0>(max_batch);
+  }
+  template <class G0, class Fn>
+  static bool backward_data_act_stem_wgrad(const CudaContext& ctx, const float* w, const float* x, const float* dy,
+                                           const float* x0, float* dw0, float* db0, int batch) {
+    if constexpr (!has_stem_wgrad_below<G0>) return false;
+    else {
+      kernels::check_batch(batch, "Conv backward");
+      if (ctx.math != Math::tf32 || !kernels::conv_patch_fp32_aligned(w, dy, x) ||
+          !kernels::aligned_to(ctx.workspace, 16))
+        return false;
+      kernels::check_workspace(ctx, stem_wgrad_workspace_floats<G0>(batch), "Conv backward", batch);
+      kernels::launch_conv_patch_dgrad_s2_mma_stem_wgrad<dims, G0, Fn>(ctx.stream, w, x, dy, x0, ctx.workspace, dw0, db0,
+                                                                       batch);
+      return true;
+    }
+  }
+
   // dw and db from x and dy, through ctx.workspace (workspace_floats_for<Algo>(batch) floats).
   template <ConvAlgo Algo>
   static void backward_weights_with(const CudaContext& ctx, const float* x, const float* dy, float* dw,

@@ -25,8 +25,10 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "conv_patch.cuh"
+#include "conv_stem_wgrad_epilogue.cuh"
 
 namespace ctnn::kernels {
 
@@ -317,13 +319,12 @@ constexpr bool conv_patch_dgrad_s2_mma_fits() {
   else return ConvPatchS2Mma<G>::within_budget;
 }
 
-template <class G, class T, class Fn = identity_fn>
-__global__ void __launch_bounds__(T::threads, T::min_blocks)
-kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][K]
-                               const float* __restrict__ below,  // [batch][C][H][W]: Fn's output (or unused)
-                               const float* __restrict__ dy,     // [batch][Out][OH][OW]
-                               float* __restrict__ dx)           // [batch][C][H][W]
-{
+// The kernel's body. G0 void: dx as above. G0 the stem below Fn (conv_stem_wgrad_epilogue.cuh): no dx,
+// the stem's partial weight gradient of the block's pixels into partials[blockIdx.x] instead, from x0.
+template <class G, class T, class Fn, class G0>
+__device__ __forceinline__ void conv_patch_dgrad_s2_mma_body(const float* __restrict__ w, const float* __restrict__ below,
+                                                              const float* __restrict__ dy, float* __restrict__ dx,
+                                                              const float* __restrict__ x0, float* __restrict__ partials) {
   wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   using Pb = ConvPatchDgradS2<G>;
   constexpr int MI = T::MI, NJ = T::NJ, K = G::K, KK = T::KK, P = G::P, SK = Pb::K, SP = Pb::P;
@@ -389,24 +390,67 @@ kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][
   // Lane (g, t) holds dy columns xb + 2t, 2t + 1 of each class: dx columns 2·xb + 4t .. 4t + 3 of dx row
   // 2a + py, as (px = 0, 2t), (1, 2t), (0, 2t + 1), (1, 2t + 1).
   const std::size_t at_n = std::size_t(n) * G::C * dx_plane;
+  if constexpr (!std::is_void_v<G0>) {
+    static_assert(G::OH % T::TH == 0 && T::BM == G::C, "whole tiles of all the stem's channels");
 #pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-    const int a = y0 + yl[j];
-    if (a >= G::OH) continue;
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
-    for (int i = 0; i < MI; ++i)
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int c = m0 + mw + 16 * i + 8 * h + g;
-        if (c >= G::C) continue;
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int py = 0; py < 2; ++py) {
-          const float v[4] = {acc[2 * py][i][j][2 * h], acc[2 * py + 1][i][j][2 * h], acc[2 * py][i][j][2 * h + 1],
-                              acc[2 * py + 1][i][j][2 * h + 1]};
-          conv_patch_store<true, Fn>(dx, below, at_n + c * dx_plane + std::size_t(2 * a + py) * G::W + 2 * xb[j] + 4 * t, v);
+          for (int py = 0; py < 2; ++py) {  // g = dx · Fn'(the stem's output), in place
+            const int c = mw + 16 * i + 8 * h + g;
+            const float4 y = *reinterpret_cast<const float4*>(
+                below + at_n + c * dx_plane + std::size_t(2 * (y0 + yl[j]) + py) * G::W + 2 * xb[j] + 4 * t);
+            acc[2 * py][i][j][2 * h] *= Fn::derivative(y.x), acc[2 * py + 1][i][j][2 * h] *= Fn::derivative(y.y);
+            acc[2 * py][i][j][2 * h + 1] *= Fn::derivative(y.z), acc[2 * py + 1][i][j][2 * h + 1] *= Fn::derivative(y.w);
+          }
+    __syncthreads();  // (the main loop's last reads of shared memory)
+    stem_wgrad_epilogue<G, G0, T>(acc, x0 + std::size_t(n) * G0::C * dx_plane, As, y0, mw, yl, xb,
+                                  partials + std::size_t(blockIdx.x) * StemWgradEpilogue<G, G0>::E);
+  } else {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      const int a = y0 + yl[j];
+      if (a >= G::OH) continue;
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int c = m0 + mw + 16 * i + 8 * h + g;
+          if (c >= G::C) continue;
+#pragma unroll
+          for (int py = 0; py < 2; ++py) {
+            const float v[4] = {acc[2 * py][i][j][2 * h], acc[2 * py + 1][i][j][2 * h], acc[2 * py][i][j][2 * h + 1],
+                                acc[2 * py + 1][i][j][2 * h + 1]};
+            conv_patch_store<true, Fn>(dx, below, at_n + c * dx_plane + std::size_t(2 * a + py) * G::W + 2 * xb[j] + 4 * t, v);
+          }
         }
-      }
+    }
   }
+}
+
+template <class G, class T, class Fn = identity_fn>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch_dgrad_s2_mma(const float* __restrict__ w,      // [Out][C][K][K]
+                               const float* __restrict__ below,  // [batch][C][H][W]: Fn's output (or unused)
+                               const float* __restrict__ dy,     // [batch][Out][OH][OW]
+                               float* __restrict__ dx)           // [batch][C][H][W]
+{
+  conv_patch_dgrad_s2_mma_body<G, T, Fn, void>(w, below, dy, dx, nullptr, nullptr);
+}
+
+// The stem's weight gradient in place of dx (G0: the stem, layer 0; Fn its activation).
+template <class G, class T, class Fn, class G0>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch_dgrad_s2_mma_stem_wgrad(const float* __restrict__ w,      // [Out][C][K][K]
+                                          const float* __restrict__ below,  // [batch][C][H][W]: the stem's output
+                                          const float* __restrict__ dy,     // [batch][Out][OH][OW]
+                                          const float* __restrict__ x0,     // [batch][C0][H][W]: the stem's input
+                                          float* __restrict__ partials)     // [blocks][E]
+{
+  conv_patch_dgrad_s2_mma_body<G, T, Fn, G0>(w, below, dy, nullptr, x0, partials);
 }
 
 template <class G, class Fn = identity_fn, class T = ConvPatchS2Mma<G>>
@@ -414,6 +458,38 @@ void launch_conv_patch_dgrad_s2_mma(cudaStream_t stream, const float* w, const f
                                     const float* below = nullptr) {
   launch_conv_patch_dgrad_s2_kernel<G, T, kernel_conv_patch_dgrad_s2_mma<G, T, Fn>>(stream, w, dy, dx, batch, below,
                                                                                   "TF32");
+}
+
+// The stem's weight gradient in the backward data (kernel_conv_patch_dgrad_s2_mma_stem_wgrad): which
+// layer pairs (G above the stem G0's activation), the partials it writes (ctx.workspace), the launch:
+// the kernel, then sum_partials into dw0 and db0 (both dependent launches). No dx.
+template <class G, class G0>
+constexpr bool conv_s2_stem_wgrad_fits() {
+  if constexpr (!conv_patch_dgrad_s2_mma_fits<G>() || !stem_wgrad_epilogue_shape<G, G0>()) return false;
+  else return G::OH % ConvPatchS2Mma<G>::TH == 0;
+}
+template <class G, class G0>
+constexpr std::size_t conv_s2_stem_wgrad_workspace_floats(int max_batch) {
+  if constexpr (!conv_s2_stem_wgrad_fits<G, G0>()) return 0;
+  else return std::size_t(max_batch) * ConvPatchS2Mma<G>::row_tiles * StemWgradEpilogue<G, G0>::E;
+}
+template <class G, class G0, class Fn>
+void launch_conv_patch_dgrad_s2_mma_stem_wgrad(cudaStream_t stream, const float* w, const float* below, const float* dy,
+                                               const float* x0, float* partials, float* dw0, float* db0, int batch) {
+  static_assert(conv_s2_stem_wgrad_fits<G, G0>(), "see conv_s2_stem_wgrad_fits");
+  using T = ConvPatchS2Mma<G>;
+  using S = StemWgradEpilogue<G, G0>;
+  if (!conv_patch_fp32_aligned(w, dy, below) || !aligned_to(partials, 16))
+    throw std::invalid_argument("ctnn: Conv backward (TF32 stride-2 patch kernel with the stem's weight gradient): "
+                                "weights, dy, the stem's output and the partials must be 16-byte aligned");
+  const long long rows = (long long)batch * T::row_tiles;
+  if (rows > 0x7fffffffLL) throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
+  if (batch <= 0) return;
+  constexpr auto kernel = kernel_conv_patch_dgrad_s2_mma_stem_wgrad<G, T, Fn, G0>;
+  request_dynamic_smem<kernel, T::smem_bytes>();
+  launch_kernel(kernel, dim3(unsigned(rows)), T::threads, T::smem_bytes, stream, 1, Launch::dependent, w, below, dy, x0,
+                partials);
+  sum_partials(stream, partials, int(rows), S::E, S::split, dw0, db0, Launch::dependent);
 }
 
 // --- The TF32 rule for backward data -------------------------------------------------------------------

@@ -381,11 +381,37 @@ class CudaNetwork {
   }
 
  private:
+  // Whether layer i can fold the backward of the activation below it into its own (a Conv or a pooling
+  // after an activation that is not layer 0, whose input gradient nothing needs).
+  template <std::size_t i>
+  static constexpr bool folds_activation_below() {
+    if constexpr (i < 2) return false;
+    else if constexpr (!is_activation_layer_v<typename Net::template layer_at<i - 1>>) return false;
+    else if constexpr (requires { layer_kernels<i>::has_backward_data_act; }) return layer_kernels<i>::has_backward_data_act;
+    else return false;
+  }
+  // Whether layer i (a Conv above the activation over layer 0, an RGB stem) computes the stem's weight
+  // gradient in its backward data (cuda_layer<Conv>::backward_data_act_stem_wgrad): layer 0's weight
+  // gradient then launches nothing, and nothing writes activation_grad(1).
+  template <std::size_t i>
+  static constexpr bool stem_wgrad_in() {
+    if constexpr (i != 2 || !folds_activation_below<i>()) return false;
+    else if constexpr (!detail::is_conv_layer<typename Net::template layer_at<0>>::value) return false;
+    else if constexpr (requires { layer_kernels<i>::template has_stem_wgrad_below<typename layer_kernels<0>::dims>; })
+      return layer_kernels<i>::template has_stem_wgrad_below<typename layer_kernels<0>::dims>;
+    else return false;
+  }
+  static constexpr std::size_t stem_wgrad_workspace() {
+    if constexpr (L < 3) return 0;
+    else if constexpr (!stem_wgrad_in<2>()) return 0;
+    else return layer_kernels<2>::template stem_wgrad_workspace_floats<typename layer_kernels<0>::dims>(MaxBatch);
+  }
+
   template <std::size_t... I>
   static constexpr std::size_t max_layer_workspace(std::index_sequence<I...>) {
     std::size_t m = 0;
     ((m = std::max(m, std::size_t(layer_kernels<I>::workspace_floats(MaxBatch)))), ...);
-    return align_floats(m);
+    return align_floats(std::max(m, stem_wgrad_workspace()));
   }
   // Workspace floats (Tickets = false) or tickets (true) of the fused groups.
   template <bool Tickets, std::size_t... g>
@@ -657,6 +683,7 @@ class CudaNetwork {
     });
     wait_wgmma_weights();
     grad_folded_.fill(false);  // (before the top chain, which may fold the activation below it)
+    stem_wgrad_folded_ = false;
     bool chain_done = false;   // the top chain's forward, loss and backward data are done
     using K = group_kernels<tg>;
     if constexpr (loss_in_chain<tg, top>()) {
@@ -693,6 +720,9 @@ class CudaNetwork {
   // into layer i's (a Conv or a pooling: has_backward_data_act), which then wrote activation_grad(i − 1)
   // directly and left activation_grad(i) unwritten.
   bool grad_folded(std::size_t i) const { return i <= L && grad_folded_[i]; }
+  // Whether it computed layer 0's weight gradient in layer 2's backward data (stem_wgrad_in), which then
+  // wrote no activation_grad(1) either.
+  bool stem_wgrad_folded() const { return stem_wgrad_folded_; }
 
   // Host copies (synchronous; not for use inside a step or during capture).
   std::vector<float> parameters() const { return download(region<float>(params_at), param_floats); }
@@ -903,15 +933,6 @@ class CudaNetwork {
     }
   }
 
-  // Whether layer i can fold the backward of the activation below it into its own (a Conv or a pooling
-  // after an activation that is not layer 0, whose input gradient nothing needs).
-  template <std::size_t i>
-  static constexpr bool folds_activation_below() {
-    if constexpr (i < 2) return false;
-    else if constexpr (!is_activation_layer_v<typename Net::template layer_at<i - 1>>) return false;
-    else if constexpr (requires { layer_kernels<i>::has_backward_data_act; }) return layer_kernels<i>::has_backward_data_act;
-    else return false;
-  }
   // Layer i of the fused backward, layers above `top` skipped: as backward_layer, except that a layer
   // that folds the backward of the activation below it does so where that activation runs layer by
   // layer (its group is not fused at this batch) and the kernel has the epilogue (grad_folded); the
@@ -926,12 +947,20 @@ class CudaNetwork {
       if (i > top) return;
     constexpr bool conv = detail::is_conv_layer<typename Net::template layer_at<i>>::value;
     if constexpr (conv)
-      layer_kernels<i>::template backward_weights_with<ConvAlgo::automatic>(
-          weights_context(i), activation(i), activation_grad(i + 1), grads() + plan::weight_offset[i],
-          grads() + plan::bias_offset[i], batch);
+      if (i > 0 || !stem_wgrad_folded_)
+        layer_kernels<i>::template backward_weights_with<ConvAlgo::automatic>(
+            weights_context(i), activation(i), activation_grad(i + 1), grads() + plan::weight_offset[i],
+            grads() + plan::bias_offset[i], batch);
     if constexpr (folds_activation_below<i>()) {
       if (!runs_fused<fusion::group_of(i - 1)>(batch)) {
         using Fn = activation_fn_t<typename Net::template layer_at<i - 1>>;
+        if constexpr (stem_wgrad_in<i>())
+          if (layer_kernels<i>::template backward_data_act_stem_wgrad<typename layer_kernels<0>::dims, Fn>(
+                  ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation(0),
+                  grads() + plan::weight_offset[0], grads() + plan::bias_offset[0], batch)) {
+            grad_folded_[i] = stem_wgrad_folded_ = true;
+            return;
+          }
         grad_folded_[i] = layer_kernels<i>::template backward_data_act<Fn>(
             ctx_, params() + plan::weight_offset[i], activation(i), activation_grad(i + 1), activation_grad(i - 1), batch);
         if (grad_folded_[i]) return;  // (a pooling has no parameters; a Conv's weight gradient is above)
@@ -1151,6 +1180,7 @@ class CudaNetwork {
   bool side_forked_ = false;  // the second stream has work that stream() has not yet waited for
   bool concurrent_weight_gradients_ = true;
   std::array<bool, L + 1> grad_folded_{};  // see grad_folded
+  bool stem_wgrad_folded_ = false;         // see stem_wgrad_folded
   std::uint64_t seed_ = 0;
   bool wgmma_device_ = false;  // the device code has wgmma (kernels::conv_wgmma_available, at construction)
   std::byte* arena_ = nullptr;
