@@ -10,7 +10,7 @@
 //   - the same for a network of stride-2 layers (32→64 at 32×32, 64→128 at 16×16: the strided CIFAR
 //     network's), whose forward alone runs on wgmma (ConvWgmmaFwdS2; a forward copy only), at batches that
 //     take both of its tiles (all 128 channels a block, and 64);
-//   - the trainer's fused pass of that network computes the stem's weight gradient in the 32→64 layer's
+//   - the trainer's fused pass of either network computes the stem's weight gradient in the 32→64 layer's
 //     backward data (conv_stem_wgrad_epilogue.cuh), bit for bit as that kernel launched directly;
 //   - training: the network learns synthetic patterns with TF32 on wgmma to within a point of FP32.
 // Skipped (exit 77) without a device, or where the program's device code has no wgmma (not sm_90a).
@@ -236,30 +236,31 @@ void test_passes(Tally& t) {
   t(both);
 }
 
-// The trainer's fused pass (loss_pass_fused) of NetS2 with TF32: layer 2's backward data computes the
+// The trainer's fused pass (loss_pass_fused) of D (Net, NetS2) with TF32: layer 2's backward data computes the
 // stem's weight gradient in its epilogue (conv_stem_wgrad_epilogue.cuh; stem_wgrad_folded), and the stem's
 // own weight-gradient kernel does not run. dW and db of layer 0 (poisoned first) bit for bit against that
 // kernel launched directly on the network's slots (its own test checks it against the host); the rest of
 // the gradients finite.
-void test_stem_wgrad_folded(Tally& t) {
-  using G0 = DevS2::layer_kernels<0>::dims;
-  using G = DevS2::layer_kernels<2>::dims;
-  static_assert(DevS2::layer_kernels<2>::has_stem_wgrad_below<G0>);
-  DevS2 net(9);
+template <class D>
+void test_stem_wgrad_folded(Tally& t, std::vector<int> batches) {
+  using G0 = typename D::template layer_kernels<0>::dims;
+  using G = typename D::template layer_kernels<2>::dims;
+  static_assert(D::template layer_kernels<2>::template has_stem_wgrad_below<G0>);
+  D net(9);
   net.set_math(Math::tf32);
   std::uint64_t seed = 500;
-  for (const int batch : {1, 13, 128}) {
-    const std::vector<float> x = random_vector(DevS2::plan::act_size[0] * batch, seed++);
+  for (const int batch : batches) {
+    const std::vector<float> x = random_vector(D::plan::act_size[0] * batch, seed++);
     std::vector<std::int32_t> labels(batch);
     for (int i = 0; i < batch; ++i) labels[i] = int((seed * 7 + i * 3) % 10);
     DeviceBuffer<std::int32_t> d_labels(labels), d_correct(batch);
     DeviceBuffer<float> d_loss(batch);
     kernels::LossRun<SoftmaxCrossEntropy> run;
     run.labels = d_labels.ptr, run.loss = d_loss.ptr, run.correct = d_correct.ptr;
-    CTNN_CUDA_CHECK(cudaMemset(net.grads() + DevS2::plan::weight_offset[0], 0xFF,
-                               DevS2::plan::weight_count[0] * sizeof(float)));  // the stem's dW and db poisoned
-    CTNN_CUDA_CHECK(cudaMemset(net.grads() + DevS2::plan::bias_offset[0], 0xFF,
-                               DevS2::plan::bias_count[0] * sizeof(float)));
+    CTNN_CUDA_CHECK(cudaMemset(net.grads() + D::plan::weight_offset[0], 0xFF,
+                               D::plan::weight_count[0] * sizeof(float)));  // the stem's dW and db poisoned
+    CTNN_CUDA_CHECK(cudaMemset(net.grads() + D::plan::bias_offset[0], 0xFF,
+                               D::plan::bias_count[0] * sizeof(float)));
     upload(net.input(), x);
     net.loss_pass_fused(batch, Mode::train, run, true);
     CTNN_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
@@ -269,31 +270,30 @@ void test_stem_wgrad_folded(Tally& t) {
     t(net.stem_wgrad_folded());
     const std::vector<float> grads = net.gradients();
     bool finite = true;
-    for (std::size_t i = 0; i < DevS2::L; ++i) {
-      for (std::size_t k = 0; k < DevS2::plan::weight_count[i]; ++k)
-        finite = finite && std::isfinite(grads[DevS2::plan::weight_offset[i] + k]);
-      for (std::size_t k = 0; k < DevS2::plan::bias_count[i]; ++k)
-        finite = finite && std::isfinite(grads[DevS2::plan::bias_offset[i] + k]);
+    for (std::size_t i = 0; i < D::L; ++i) {
+      for (std::size_t k = 0; k < D::plan::weight_count[i]; ++k)
+        finite = finite && std::isfinite(grads[D::plan::weight_offset[i] + k]);
+      for (std::size_t k = 0; k < D::plan::bias_count[i]; ++k)
+        finite = finite && std::isfinite(grads[D::plan::bias_offset[i] + k]);
     }
     std::snprintf(what, sizeof what, "batch %d: every weight and bias gradient finite", batch);
     std::printf("%s %s\n", finite ? "ok  " : "FAIL", what);
     t(finite);
 
-    using S = kernels::StemWgradEpilogue<G, G0>;
-    const std::size_t rows = std::size_t(batch) * kernels::ConvPatchS2Mma<G>::row_tiles;
-    DeviceBuffer<float> d_part(rows * S::E), d_dw(S::split), d_db(S::M);
+    using S = kernels::StemWgradEpilogue<G0>;
+    DeviceBuffer<float> d_part(kernels::conv_stem_wgrad_workspace_floats<G, G0>(batch)), d_dw(S::split), d_db(S::M);
     d_dw.poison(), d_db.poison();
-    kernels::launch_conv_patch_dgrad_s2_mma_stem_wgrad<G, G0, relu_fn>(
-        net.stream(), net.params() + DevS2::plan::weight_offset[2], net.activation(2), net.activation_grad(3),
+    kernels::launch_conv_dgrad_stem_wgrad<G, G0, relu_fn>(
+        net.stream(), net.params() + D::plan::weight_offset[2], net.activation(2), net.activation_grad(3),
         net.activation(0), d_part.ptr, d_dw.ptr, d_db.ptr, batch);
     CTNN_CUDA_CHECK(cudaStreamSynchronize(net.stream()));
     std::snprintf(what, sizeof what, "batch %d: the stem's dW = the kernel's on the network's slots", batch);
-    t(same_bits(std::vector<float>(grads.begin() + DevS2::plan::weight_offset[0],
-                                   grads.begin() + DevS2::plan::weight_offset[0] + S::split),
+    t(same_bits(std::vector<float>(grads.begin() + D::plan::weight_offset[0],
+                                   grads.begin() + D::plan::weight_offset[0] + S::split),
                 d_dw.download(), what));
     std::snprintf(what, sizeof what, "batch %d: the stem's db = the kernel's on the network's slots", batch);
-    t(same_bits(std::vector<float>(grads.begin() + DevS2::plan::bias_offset[0],
-                                   grads.begin() + DevS2::plan::bias_offset[0] + S::M),
+    t(same_bits(std::vector<float>(grads.begin() + D::plan::bias_offset[0],
+                                   grads.begin() + D::plan::bias_offset[0] + S::M),
                 d_db.download(), what));
   }
 }
@@ -330,7 +330,8 @@ int main() {
   Tally t;
   try {
     test_passes(t);
-    test_stem_wgrad_folded(t);
+    test_stem_wgrad_folded<Dev>(t, {1, 13, max_batch});  // (stride 1: conv_patch.cuh's kernel)
+    test_stem_wgrad_folded<DevS2>(t, {1, 13, 128});
     if (!std::getenv("CTNN_QUICK")) test_training(t);
   } catch (const std::exception& e) {
     std::printf("FAIL exception: %s\n", e.what());

@@ -212,10 +212,10 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
   // (kernels/conv_stem_wgrad_epilogue.cuh). TF32 only; false, having launched nothing, elsewhere.
   template <class G0>
   static constexpr bool has_stem_wgrad_below =
-      dgrad_algo == ConvAlgo::implicit_gemm && kernels::conv_s2_stem_wgrad_fits<dims, G0>();
+      dgrad_algo == ConvAlgo::implicit_gemm && kernels::conv_stem_wgrad_fits<dims, G0>();
   template <class G0>
   static constexpr std::size_t stem_wgrad_workspace_floats(int max_batch) {
-    return kernels::conv_s2_stem_wgrad_workspace_floats<dims, G0>(max_batch);
+    return kernels::conv_stem_wgrad_workspace_floats<dims, G0>(max_batch);
   }
   template <class G0, class Fn>
   static bool backward_data_act_stem_wgrad(const CudaContext& ctx, const float* w, const float* x, const float* dy,
@@ -227,8 +227,7 @@ struct cuda_layer<Conv<Out, K, Opts...>, In> {
           !kernels::aligned_to(ctx.workspace, 16))
         return false;
       kernels::check_workspace(ctx, stem_wgrad_workspace_floats<G0>(batch), "Conv backward", batch);
-      kernels::launch_conv_patch_dgrad_s2_mma_stem_wgrad<dims, G0, Fn>(ctx.stream, w, x, dy, x0, ctx.workspace, dw0, db0,
-                                                                       batch);
+      kernels::launch_conv_dgrad_stem_wgrad<dims, G0, Fn>(ctx.stream, w, x, dy, x0, ctx.workspace, dw0, db0, batch);
       return true;
     }
   }

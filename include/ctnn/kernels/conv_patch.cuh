@@ -34,6 +34,7 @@
 
 #include "../layers/activation.hpp"
 #include "conv_mma.cuh"
+#include "conv_stem_wgrad_epilogue.cuh"
 
 namespace ctnn::kernels {
 
@@ -283,13 +284,13 @@ __device__ __forceinline__ void conv_patch_store(float* out, const float* below,
 // Block (blockIdx.x = sample · row_tiles + row tile, blockIdx.y = BM tile of the output channels). Fn:
 // the activation of the store (conv_patch_store): forward, the one that follows the layer; backward
 // data, the one below it, whose output `aux` holds (identity_fn: none).
-template <class Pb, class T, class Fn = identity_fn>
-__global__ void __launch_bounds__(T::threads, T::min_blocks)
-kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
-                  const float* __restrict__ aux,  // bias [M] (forward); Fn's output, as out (backward data)
-                  const float* __restrict__ src,  // [batch][SC][H][W]
-                  float* __restrict__ out)        // [batch][M][H][W]
-{
+// The kernel's body. G0 void: out as above. G0 the stem below Fn, backward data only
+// (conv_stem_wgrad_epilogue.cuh): no out, the stem's partial weight gradient of the block's pixels into
+// partials[blockIdx.x] instead, from x0.
+template <class Pb, class T, class Fn, class G0>
+__device__ __forceinline__ void conv_patch_body(const float* __restrict__ w, const float* __restrict__ aux,
+                                                const float* __restrict__ src, float* __restrict__ out,
+                                                const float* __restrict__ x0, float* __restrict__ partials) {
   wait_for_prior_grids();  // launched dependent (launch.cuh): its launch overlaps the previous kernel's end
   constexpr int BM = T::BM, KK = T::KK, K = Pb::K, W = Pb::W, H = Pb::H;
   constexpr int RS = T::RS, CS = T::CS, MI = T::MI, NJ = T::NJ;
@@ -337,20 +338,63 @@ kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
 
   // A thread holds columns 2t, 2t + 1 of n tile j (one output row, 8-byte aligned: W % 8 == 0).
   const std::size_t at_n = std::size_t(n) * Pb::M * plane;
+  if constexpr (!std::is_void_v<G0>) {
+    static_assert(Pb::dgrad && H % T::TH == 0 && BM == Pb::M, "whole tiles of all the stem's channels");
 #pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-    const int y = y0 + yw + j / (W / 8), x = (j % (W / 8)) * 8 + 2 * t;
-    if (y >= H) continue;
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
-    for (int i = 0; i < MI; ++i)
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + mw + 16 * i + 8 * h + g;
-        const std::size_t at = at_n + m * plane + y * W + x;
-        const float v[2] = {acc[i][j][2 * h], acc[i][j][2 * h + 1]};
-        if (m < Pb::M) conv_patch_store<Pb::dgrad, Fn>(out, aux, at, v);
-      }
+        for (int h = 0; h < 2; ++h) {  // g = dx · Fn'(the stem's output), in place
+          const int m = mw + 16 * i + 8 * h + g;
+          const float2 y = *reinterpret_cast<const float2*>(
+              aux + at_n + m * plane + (y0 + yw + j / (W / 8)) * W + (j % (W / 8)) * 8 + 2 * t);
+          acc[i][j][2 * h] *= Fn::derivative(y.x), acc[i][j][2 * h + 1] *= Fn::derivative(y.y);
+        }
+    __syncthreads();  // (the main loop's last reads of shared memory)
+    // k tile j: k slot t is pixel (yw + j / (W / 8), 8·(j % (W / 8)) + 2t) of the tile, slot t + 4 the next one.
+    stem_wgrad_epilogue<G0, T, T::TH, NJ, 1>(
+        [&](int j, int i) -> const float(&)[4] { return acc[i][j]; },
+        [&](int j) { return (yw + j / (W / 8)) * StemWgradEpilogue<G0>::XR + (j % (W / 8)) * 8 + 2 * t; },
+        x0 + std::size_t(n) * G0::C * plane, As, y0, mw, partials + std::size_t(blockIdx.x) * StemWgradEpilogue<G0>::E);
+  } else {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      const int y = y0 + yw + j / (W / 8), x = (j % (W / 8)) * 8 + 2 * t;
+      if (y >= H) continue;
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + mw + 16 * i + 8 * h + g;
+          const std::size_t at = at_n + m * plane + y * W + x;
+          const float v[2] = {acc[i][j][2 * h], acc[i][j][2 * h + 1]};
+          if (m < Pb::M) conv_patch_store<Pb::dgrad, Fn>(out, aux, at, v);
+        }
+    }
   }
+}
+
+template <class Pb, class T, class Fn = identity_fn>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch(const float* __restrict__ w,    // [Out][C][K][K]
+                  const float* __restrict__ aux,  // bias [M] (forward); Fn's output, as out (backward data)
+                  const float* __restrict__ src,  // [batch][SC][H][W]
+                  float* __restrict__ out)        // [batch][M][H][W]
+{
+  conv_patch_body<Pb, T, Fn, void>(w, aux, src, out, nullptr, nullptr);
+}
+
+// Backward data with the stem's weight gradient in place of dx (G0: the stem, layer 0; Fn its activation).
+template <class Pb, class T, class Fn, class G0>
+__global__ void __launch_bounds__(T::threads, T::min_blocks)
+kernel_conv_patch_stem_wgrad(const float* __restrict__ w,      // [Out][C][K][K]
+                             const float* __restrict__ below,  // [batch][C][H][W]: the stem's output
+                             const float* __restrict__ dy,     // [batch][Out][H][W]
+                             const float* __restrict__ x0,     // [batch][C0][H][W]: the stem's input
+                             float* __restrict__ partials)     // [blocks][E]
+{
+  conv_patch_body<Pb, T, Fn, G0>(w, below, dy, nullptr, x0, partials);
 }
 
 // --- Launch --------------------------------------------------------------------------------------------
@@ -452,6 +496,43 @@ bool conv_patch_chosen(int /*batch*/) {
   else
     return ConvPatchTall<ConvPatchFwd<G>>::within_budget && ConvPatchShort<ConvPatchFwd<G>>::within_budget &&
            ConvPatchTall<ConvPatchDgrad<G>>::within_budget && ConvPatchShort<ConvPatchDgrad<G>>::within_budget;
+}
+
+// The stem's weight gradient in the backward data (kernel_conv_patch_stem_wgrad; the tall tile, whatever
+// the batch): which layer pairs (G above the stem G0's activation), the partials it writes, the launch:
+// the kernel, then sum_partials into dw0 and db0 (both dependent launches). No dx.
+template <class G, class G0>
+constexpr bool conv_patch_stem_wgrad_fits() {
+  if constexpr (!conv_patch_fits<G>() || !stem_wgrad_epilogue_shape<G, G0>()) return false;
+  else {
+    using T = ConvPatchTall<ConvPatchDgrad<G>>;
+    return T::within_budget && T::BM == G::C && G::H % T::TH == 0 &&
+           StemWgradEpilogue<G0>::template smem_bytes<T::TH, T::WN> <= T::smem_bytes;
+  }
+}
+template <class G, class G0>
+constexpr std::size_t conv_patch_stem_wgrad_workspace_floats(int max_batch) {
+  if constexpr (!conv_patch_stem_wgrad_fits<G, G0>()) return 0;
+  else return std::size_t(max_batch) * ConvPatchTall<ConvPatchDgrad<G>>::row_tiles * StemWgradEpilogue<G0>::E;
+}
+template <class G, class G0, class Fn>
+void launch_conv_patch_stem_wgrad(cudaStream_t stream, const float* w, const float* below, const float* dy,
+                                  const float* x0, float* partials, float* dw0, float* db0, int batch) {
+  static_assert(conv_patch_stem_wgrad_fits<G, G0>(), "see conv_patch_stem_wgrad_fits");
+  using Pb = ConvPatchDgrad<G>;
+  using T = ConvPatchTall<Pb>;
+  using S = StemWgradEpilogue<G0>;
+  if (!conv_patch_aligned(w, dy, below) || reinterpret_cast<std::uintptr_t>(partials) % 16 != 0)
+    throw std::invalid_argument("ctnn: Conv backward (TF32 patch kernel with the stem's weight gradient): weights and "
+                                "dy must be 16-byte aligned, the stem's output 8-byte, the partials 16-byte");
+  const long long rows = (long long)batch * T::row_tiles;
+  if (rows > 0x7fffffffLL) throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
+  if (batch <= 0) return;
+  constexpr auto kernel = kernel_conv_patch_stem_wgrad<Pb, T, Fn, G0>;
+  request_dynamic_smem<kernel, T::smem_bytes>();
+  launch_kernel(kernel, dim3(unsigned(rows)), T::threads, T::smem_bytes, stream, 1, Launch::dependent, w, below, dy, x0,
+                partials);
+  sum_partials(stream, partials, int(rows), S::E, S::split, dw0, db0, Launch::dependent);
 }
 
 // The TF32 rule for the forward: conv_patch_fwd_s2.cuh (with the stride-2 patch kernel).

@@ -407,8 +407,16 @@ __device__ __forceinline__ void conv_patch_dgrad_s2_mma_body(const float* __rest
             acc[2 * py][i][j][2 * h + 1] *= Fn::derivative(y.z), acc[2 * py + 1][i][j][2 * h + 1] *= Fn::derivative(y.w);
           }
     __syncthreads();  // (the main loop's last reads of shared memory)
-    stem_wgrad_epilogue<G, G0, T>(acc, x0 + std::size_t(n) * G0::C * dx_plane, As, y0, mw, yl, xb,
-                                  partials + std::size_t(blockIdx.x) * StemWgradEpilogue<G, G0>::E);
+    // k tile 4·... (class cl, n tile j): k slot t is dx pixel (2·yl + py, 2·xb + 4t + px), slot t + 4 two
+    // columns on (the tile's dy columns 2t, 2t + 1).
+    stem_wgrad_epilogue<G0, T, 2 * T::TH, 4 * NJ, 2>(
+        [&](int kt, int i) -> const float(&)[4] { return acc[kt / NJ][i][kt % NJ]; },
+        [&](int kt) {
+          const int cl = kt / NJ, j = kt % NJ;
+          return (2 * yl[j] + cl / 2) * StemWgradEpilogue<G0>::XR + 2 * xb[j] + 4 * t + cl % 2;
+        },
+        x0 + std::size_t(n) * G0::C * dx_plane, As, 2 * y0, mw,
+        partials + std::size_t(blockIdx.x) * StemWgradEpilogue<G0>::E);
   } else {
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
@@ -471,14 +479,14 @@ constexpr bool conv_s2_stem_wgrad_fits() {
 template <class G, class G0>
 constexpr std::size_t conv_s2_stem_wgrad_workspace_floats(int max_batch) {
   if constexpr (!conv_s2_stem_wgrad_fits<G, G0>()) return 0;
-  else return std::size_t(max_batch) * ConvPatchS2Mma<G>::row_tiles * StemWgradEpilogue<G, G0>::E;
+  else return std::size_t(max_batch) * ConvPatchS2Mma<G>::row_tiles * StemWgradEpilogue<G0>::E;
 }
 template <class G, class G0, class Fn>
 void launch_conv_patch_dgrad_s2_mma_stem_wgrad(cudaStream_t stream, const float* w, const float* below, const float* dy,
                                                const float* x0, float* partials, float* dw0, float* db0, int batch) {
   static_assert(conv_s2_stem_wgrad_fits<G, G0>(), "see conv_s2_stem_wgrad_fits");
   using T = ConvPatchS2Mma<G>;
-  using S = StemWgradEpilogue<G, G0>;
+  using S = StemWgradEpilogue<G0>;
   if (!conv_patch_fp32_aligned(w, dy, below) || !aligned_to(partials, 16))
     throw std::invalid_argument("ctnn: Conv backward (TF32 stride-2 patch kernel with the stem's weight gradient): "
                                 "weights, dy, the stem's output and the partials must be 16-byte aligned");
@@ -490,6 +498,25 @@ void launch_conv_patch_dgrad_s2_mma_stem_wgrad(cudaStream_t stream, const float*
   launch_kernel(kernel, dim3(unsigned(rows)), T::threads, T::smem_bytes, stream, 1, Launch::dependent, w, below, dy, x0,
                 partials);
   sum_partials(stream, partials, int(rows), S::E, S::split, dw0, db0, Launch::dependent);
+}
+
+// Either kernel (stride 1: conv_patch.cuh's, stride 2: the one above) with the stem's weight gradient in
+// its epilogue, where one fits.
+template <class G, class G0>
+constexpr bool conv_stem_wgrad_fits() {
+  return conv_patch_stem_wgrad_fits<G, G0>() || conv_s2_stem_wgrad_fits<G, G0>();
+}
+template <class G, class G0>
+constexpr std::size_t conv_stem_wgrad_workspace_floats(int max_batch) {
+  return max_of(conv_patch_stem_wgrad_workspace_floats<G, G0>(max_batch),
+                conv_s2_stem_wgrad_workspace_floats<G, G0>(max_batch));
+}
+template <class G, class G0, class Fn>
+void launch_conv_dgrad_stem_wgrad(cudaStream_t stream, const float* w, const float* below, const float* dy,
+                                  const float* x0, float* partials, float* dw0, float* db0, int batch) {
+  if constexpr (conv_patch_stem_wgrad_fits<G, G0>())
+    launch_conv_patch_stem_wgrad<G, G0, Fn>(stream, w, below, dy, x0, partials, dw0, db0, batch);
+  else launch_conv_patch_dgrad_s2_mma_stem_wgrad<G, G0, Fn>(stream, w, below, dy, x0, partials, dw0, db0, batch);
 }
 
 // --- The TF32 rule for backward data -------------------------------------------------------------------

@@ -19,47 +19,50 @@
 
 namespace ctnn::kernels {
 
-// G: the stride-2 layer (its input is the stem's output), G0: the stem.
-template <class G, class G0>
+// G0: the stem. A block's x0 patch: C0 planes of Rows + 2 rows (the block's rows and one each side) of
+// W + 2 columns (column −1 to W), zero outside the image.
+template <class G0>
 struct StemWgradEpilogue {
   static constexpr int M = G0::Out, C0 = G0::C, N = C0 * 9, NT = ceil_div(N, 8);  // n tiles of the 27 columns
   static constexpr int E = M * N + M, split = M * N;  // a block's partial row: dW0, then db0
-  // The x0 patch: C0 planes of 2·TH + 2 rows (the block's dx rows and one each side) of W + 2 columns
-  // (column −1 to W), zero outside the image.
-  template <int TH>
-  static constexpr int rows = 2 * TH + 2;
-  static constexpr int XR = G::W + 2;
-  template <int TH>
-  static constexpr int patch_floats = C0 * rows<TH> * XR;
+  static constexpr int XR = G0::W + 2;
+  template <int Rows>
+  static constexpr int patch_floats = C0 * (Rows + 2) * XR;
+  // Its shared memory: the patch, then WN warps' sums of the M × 8·NT columns and of the bias.
+  template <int Rows, int WN>
+  static constexpr int smem_bytes = (patch_floats<Rows> + WN * M * (NT * 8 + 1)) * 4;
 };
 
+// The layers whose backward data can take it: the stem's output is the layer's input (same size; the
+// layer's M = C = the stem's 32 channels, all in one block).
 template <class G, class G0>
 constexpr bool stem_wgrad_epilogue_shape() {
   return G0::S == 1 && G0::K == 3 && G0::P == 1 && G0::D == 1 && G0::C <= 4 && G0::Out == 32 && G0::H == G::H &&
          G0::W == G::W && G::C == 32;
 }
 
-// After the backward data's main loop (its shared memory free: the caller's barrier), from the masked
-// accumulators acc[class 2·py + px][m tile][n tile] (T: ConvPatchS2Mma's warps). Lane (g, t) of warp
-// `warp`: channels mw + 16·i + {g, g + 8}; n tile j = dy row yl[j] of the tile, dy columns xb[j] ..
-// xb[j] + 7; x0_n: sample n's stem input; partial: the block's row of E floats. Every thread calls it.
-template <class G, class G0, class T>
-__device__ __forceinline__ void stem_wgrad_epilogue(const float (&acc)[4][T::MI][T::NJ][4], const float* x0_n,
-                                                    float* smem, int y0, int mw, const int (&yl)[T::NJ],
-                                                    const int (&xb)[T::NJ], float* partial) {
-  using S = StemWgradEpilogue<G, G0>;
-  constexpr int MI = T::MI, NJ = T::NJ, NT = S::NT, WN = T::WN, XR = S::XR, PR = S::template rows<T::TH>;
-  constexpr int XP = PR * XR, M = S::M, N = S::N;
-  float* xs = smem;                                // [C0][PR][XR]
-  float* red = xs + S::template patch_floats<T::TH>;  // [WN][M][NT·8], then [WN][M] (the bias)
-  float* red_b = red + WN * M * NT * 8;
-  static_assert((S::template patch_floats<T::TH> + WN * M * (NT * 8 + 1)) * 4 <= T::smem_bytes,
+// After the backward data's main loop (its shared memory free: the caller's barrier), from its masked
+// accumulators. The block covers image rows row0 .. row0 + Rows − 1 of sample n (x0_n: its stem input);
+// T: the kernel's tile (MI m tiles of 16 channels a warp from channel mw; WN warps share each channel
+// range). The lane's KT k tiles: frag(kt, i) the 16 × 8 accumulator tile of m tile i; its k slot t is
+// the pixel at x0-patch offset at(kt) (row · XR + column, tap (0, 0)), slot t + 4 at at(kt) + Second.
+// partial: the block's row of E floats. Every thread calls it.
+template <class G0, class T, int Rows, int KT, int Second, class Frag, class At>
+__device__ __forceinline__ void stem_wgrad_epilogue(Frag&& frag, At&& at, const float* x0_n, float* smem, int row0,
+                                                    int mw, float* partial) {
+  using S = StemWgradEpilogue<G0>;
+  constexpr int MI = T::MI, NT = S::NT, WN = T::WN, XR = S::XR, XP = (Rows + 2) * XR, M = S::M, N = S::N;
+  constexpr int patch = S::template patch_floats<Rows>;
+  float* xs = smem;           // [C0][Rows + 2][XR]
+  float* red = xs + patch;    // [WN][M][NT·8]
+  float* red_b = red + WN * M * NT * 8;  // [WN][M]
+  static_assert(S::template smem_bytes<Rows, WN> <= T::smem_bytes,
                 "the epilogue's patch and sums fit in the main loop's shared memory");
 
-  for (int e = threadIdx.x; e < S::template patch_floats<T::TH>; e += T::threads) {
+  for (int e = threadIdx.x; e < patch; e += T::threads) {
     const int c = e / XP, r = e % XP / XR, col = e % XR;
-    const int y = 2 * y0 - 1 + r, x = col - 1;
-    xs[e] = y >= 0 && y < G::H && x >= 0 && x < G::W ? x0_n[(std::size_t(c) * G::H + y) * G::W + x] : 0.f;
+    const int y = row0 - 1 + r, x = col - 1;
+    xs[e] = y >= 0 && y < G0::H && x >= 0 && x < G0::W ? x0_n[(std::size_t(c) * G0::H + y) * G0::W + x] : 0.f;
   }
   __syncthreads();
 
@@ -75,26 +78,23 @@ __device__ __forceinline__ void stem_wgrad_epilogue(const float (&acc)[4][T::MI]
   float d[MI][NT][4] = {};
   float bias[MI][2] = {};
 #pragma unroll
-  for (int cl = 0; cl < 4; ++cl)
+  for (int kt = 0; kt < KT; ++kt) {
+    const int pix = at(kt);
+    unsigned a[MI][4];
 #pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-      // k slot t: dx pixel (2·yl + py, 2·xb + 4t + px), the tile's dy column xb + 2t; slot t + 4: two columns on.
-      const int pix = (2 * yl[j] + cl / 2) * XR + 2 * xb[j] + 4 * t + cl % 2;
-      unsigned a[MI][4];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        const float(&c)[4] = acc[cl][i][j];
-        a[i][0] = tf32_round(c[0]), a[i][1] = tf32_round(c[2]), a[i][2] = tf32_round(c[1]), a[i][3] = tf32_round(c[3]);
-        bias[i][0] += c[0] + c[1], bias[i][1] += c[2] + c[3];
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const unsigned b[2] = {live[nt] ? tf32_round(xs[base[nt] + pix]) : 0u,
-                               live[nt] ? tf32_round(xs[base[nt] + pix + 2]) : 0u};
-#pragma unroll
-        for (int i = 0; i < MI; ++i) mma_m16n8k8_tf32(d[i][nt], a[i], b);
-      }
+    for (int i = 0; i < MI; ++i) {
+      const float(&c)[4] = frag(kt, i);  // rows g, g + 8 × pixels 2t, 2t + 1: the A fragment's k slots t, t + 4
+      a[i][0] = tf32_round(c[0]), a[i][1] = tf32_round(c[2]), a[i][2] = tf32_round(c[1]), a[i][3] = tf32_round(c[3]);
+      bias[i][0] += c[0] + c[1], bias[i][1] += c[2] + c[3];
     }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const unsigned b[2] = {live[nt] ? tf32_round(xs[base[nt] + pix]) : 0u,
+                             live[nt] ? tf32_round(xs[base[nt] + pix + Second]) : 0u};
+#pragma unroll
+      for (int i = 0; i < MI; ++i) mma_m16n8k8_tf32(d[i][nt], a[i], b);
+    }
+  }
 
   // The warps of the same channels (warp % WN) leave their sums in shared memory; then each partial
   // column is the sum of theirs in warp order.
@@ -106,8 +106,8 @@ __device__ __forceinline__ void stem_wgrad_epilogue(const float (&acc)[4][T::MI]
       const int m = mw + 16 * i + 8 * h + g;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        float* at = red + (wn * M + m) * NT * 8 + 8 * nt + 2 * t;
-        at[0] = d[i][nt][2 * h], at[1] = d[i][nt][2 * h + 1];
+        float* to = red + (wn * M + m) * NT * 8 + 8 * nt + 2 * t;
+        to[0] = d[i][nt][2 * h], to[1] = d[i][nt][2 * h + 1];
       }
       const float b = mma_group_sum(bias[i][h]);
       if (t == 0) red_b[wn * M + m] = b;
