@@ -11,7 +11,9 @@
 // weights' TF32 copies, as a CudaNetwork's does, and there the weight gradient of those with 64 output
 // channels too, conv_wgmma_wgrad.cuh, and the forward of stride-2 3×3 layers, conv_wgmma.cuh's
 // ConvWgmmaFwdS2), and the forward of RGB stems (C <= 4) on conv_stem_mma.cuh's kernel; the other direct
-// kernels stay FP32.
+// kernels stay FP32. In a network's TF32 backward the stem's weight gradient can run in the epilogue of
+// the patch kernel that computes the next layer's backward data (conv_stem_wgrad_epilogue.cuh,
+// backward_data_act_stem_wgrad).
 // All of them are deterministic (no float atomics).
 //
 // Layouts as on the host (layers/conv.hpp): x [batch][C][H][W], y [batch][Out][OH][OW],

@@ -1,10 +1,11 @@
 #pragma once
 // The weight gradient of a network's RGB stem (layer 0: a 3×3 "same" convolution of at most 4 input
-// channels) computed in the epilogue of the TF32 stride-2 backward data of the convolution above the
-// stem's activation (kernel_conv_patch_dgrad_s2_mma, conv_patch_dgrad_s2.cuh).
+// channels and 32 outputs) computed in the epilogue of the TF32 backward data of the convolution above the
+// stem's activation: the stride-2 patch kernel (kernel_conv_patch_dgrad_s2_mma, conv_patch_dgrad_s2.cuh:
+// strided's 32→64) or the stride-1 one (kernel_conv_patch, conv_patch.cuh: vgg's 32→32).
 //
-// That backward data ends with g = dx · Fn'(the stem's output), the gradient at the stem's output, in
-// its accumulators: a block holds all 32 of the stem's channels × 8 · 32 of its pixels. The stem's
+// That backward data ends with g = dx · Fn'(the stem's output), the gradient at the stem's output, in its
+// accumulators: a block holds all 32 of the stem's channels × its tile of pixels. The stem's
 //   dW0[m][c][ky][kx] = Σ_p g[m][p] · x0[c][p + (ky − 1, kx − 1)],   db0[m] = Σ_p g[m][p]
 // over those pixels is a 32 × 27 product with k = the pixels, and the accumulators are already mma
 // A fragments: lane (g, t) holds rows g, g + 8 (channels) × columns 2t, 2t + 1 (pixels) of each 16 × 8
