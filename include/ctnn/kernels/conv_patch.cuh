@@ -521,18 +521,11 @@ void launch_conv_patch_stem_wgrad(cudaStream_t stream, const float* w, const flo
   static_assert(conv_patch_stem_wgrad_fits<G, G0>(), "see conv_patch_stem_wgrad_fits");
   using Pb = ConvPatchDgrad<G>;
   using T = ConvPatchTall<Pb>;
-  using S = StemWgradEpilogue<G0>;
   if (!conv_patch_aligned(w, dy, below) || reinterpret_cast<std::uintptr_t>(partials) % 16 != 0)
     throw std::invalid_argument("ctnn: Conv backward (TF32 patch kernel with the stem's weight gradient): weights and "
                                 "dy must be 16-byte aligned, the stem's output 8-byte, the partials 16-byte");
-  const long long rows = (long long)batch * T::row_tiles;
-  if (rows > 0x7fffffffLL) throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
-  if (batch <= 0) return;
-  constexpr auto kernel = kernel_conv_patch_stem_wgrad<Pb, T, Fn, G0>;
-  request_dynamic_smem<kernel, T::smem_bytes>();
-  launch_kernel(kernel, dim3(unsigned(rows)), T::threads, T::smem_bytes, stream, 1, Launch::dependent, w, below, dy, x0,
-                partials);
-  sum_partials(stream, partials, int(rows), S::E, S::split, dw0, db0, Launch::dependent);
+  launch_with_stem_wgrad<G0, kernel_conv_patch_stem_wgrad<Pb, T, Fn, G0>, T::threads, T::smem_bytes, T::row_tiles>(
+      stream, w, below, dy, x0, partials, dw0, db0, batch);
 }
 
 // The TF32 rule for the forward: conv_patch_fwd_s2.cuh (with the stride-2 patch kernel).

@@ -486,18 +486,11 @@ void launch_conv_patch_dgrad_s2_mma_stem_wgrad(cudaStream_t stream, const float*
                                                const float* x0, float* partials, float* dw0, float* db0, int batch) {
   static_assert(conv_s2_stem_wgrad_fits<G, G0>(), "see conv_s2_stem_wgrad_fits");
   using T = ConvPatchS2Mma<G>;
-  using S = StemWgradEpilogue<G0>;
   if (!conv_patch_fp32_aligned(w, dy, below) || !aligned_to(partials, 16))
     throw std::invalid_argument("ctnn: Conv backward (TF32 stride-2 patch kernel with the stem's weight gradient): "
                                 "weights, dy, the stem's output and the partials must be 16-byte aligned");
-  const long long rows = (long long)batch * T::row_tiles;
-  if (rows > 0x7fffffffLL) throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
-  if (batch <= 0) return;
-  constexpr auto kernel = kernel_conv_patch_dgrad_s2_mma_stem_wgrad<G, T, Fn, G0>;
-  request_dynamic_smem<kernel, T::smem_bytes>();
-  launch_kernel(kernel, dim3(unsigned(rows)), T::threads, T::smem_bytes, stream, 1, Launch::dependent, w, below, dy, x0,
-                partials);
-  sum_partials(stream, partials, int(rows), S::E, S::split, dw0, db0, Launch::dependent);
+  launch_with_stem_wgrad<G0, kernel_conv_patch_dgrad_s2_mma_stem_wgrad<G, T, Fn, G0>, T::threads, T::smem_bytes,
+                         T::row_tiles>(stream, w, below, dy, x0, partials, dw0, db0, batch);
 }
 
 // Either kernel (stride 1: conv_patch.cuh's, stride 2: the one above) with the stem's weight gradient in

@@ -16,7 +16,12 @@
 // sum_partials adds the rows in order: deterministic. Nothing then reads the stem's output gradient:
 // the backward data does not store it, and the stem's own weight-gradient kernel does not run (33.5 MB
 // written and read again at batch 256).
+#include <stdexcept>
+#include <string>
+
 #include "conv_mma.cuh"
+#include "launch.cuh"
+#include "reduce.cuh"
 
 namespace ctnn::kernels {
 
@@ -126,6 +131,20 @@ __device__ __forceinline__ void stem_wgrad_epilogue(Frag&& frag, At&& at, const 
     }
     partial[e] = v;
   }
+}
+
+// The launch of a backward-data kernel with this epilogue (Kernel, a block a partial row; its tile's Threads
+// and SmemBytes; Tiles row tiles a sample), then sum_partials of the rows into dw0 and db0, both dependent.
+template <class G0, auto Kernel, int Threads, int SmemBytes, int Tiles>
+void launch_with_stem_wgrad(cudaStream_t stream, const float* w, const float* below, const float* dy, const float* x0,
+                            float* partials, float* dw0, float* db0, int batch) {
+  using S = StemWgradEpilogue<G0>;
+  const long long rows = (long long)batch * Tiles;
+  if (rows > 0x7fffffffLL) throw std::invalid_argument("ctnn: Conv: batch " + std::to_string(batch) + " is too large");
+  if (batch <= 0) return;
+  request_dynamic_smem<Kernel, SmemBytes>();
+  launch_kernel(Kernel, dim3(unsigned(rows)), Threads, SmemBytes, stream, 1, Launch::dependent, w, below, dy, x0, partials);
+  sum_partials(stream, partials, int(rows), S::E, S::split, dw0, db0, Launch::dependent);
 }
 
 }  // namespace ctnn::kernels
