@@ -474,7 +474,10 @@ void launch_conv_patch_dgrad_s2_mma(cudaStream_t stream, const float* w, const f
 template <class G, class G0>
 constexpr bool conv_s2_stem_wgrad_fits() {
   if constexpr (!conv_patch_dgrad_s2_mma_fits<G>() || !stem_wgrad_epilogue_shape<G, G0>()) return false;
-  else return G::OH % ConvPatchS2Mma<G>::TH == 0;
+  else {
+    using T = ConvPatchS2Mma<G>;
+    return G::OH % T::TH == 0 && StemWgradEpilogue<G0>::template smem_bytes<2 * T::TH, T::WN> <= T::smem_bytes;
+  }
 }
 template <class G, class G0>
 constexpr std::size_t conv_s2_stem_wgrad_workspace_floats(int max_batch) {
